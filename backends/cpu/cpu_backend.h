@@ -1,0 +1,50 @@
+// The CPU device family: one device "CPU", buffer types CPU and CPU_Mapped,
+// and a backend that runs graphs on a persistent thread pool.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "host_buffer.h"
+#include "loom/registry.h"
+#include "thread_pool.h"
+
+namespace loom::cpu {
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice();
+  std::string_view name() const override { return "CPU"; }
+  std::string description() const override;
+  DeviceType type() const override { return DeviceType::CPU; }
+  MemoryInfo memory() const override;
+  DeviceCaps caps() const override { return {.buffer_from_host_ptr = true}; }
+  std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
+  BufferType& default_buffer_type() override { return cpu_type_; }
+  std::vector<BufferType*> buffer_types() override { return {&cpu_type_, &mapped_type_}; }
+  std::shared_ptr<Buffer> buffer_from_host_ptr(void* ptr, size_t size) override;
+  bool supports_op(const Tensor& node) const override;
+  bool supports_buffer_type(const BufferType& type) const override { return type.is_host(); }
+
+ private:
+  HostBufferType cpu_type_;
+  HostBufferType mapped_type_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(CpuDevice& device, int n_threads);
+  Device& device() const override { return device_; }
+  void compute(Graph& graph) override;
+  void set_n_threads(int n) override;
+  int n_threads() const { return pool_->size(); }
+
+ private:
+  CpuDevice& device_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<uint8_t> work_;  // scratch, grown to the largest node's need
+};
+
+int default_thread_count();
+
+}  // namespace loom::cpu

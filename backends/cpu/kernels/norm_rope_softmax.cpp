@@ -1,0 +1,105 @@
+// Row-wise kernels: rms_norm, norm, rope, soft_max.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels.h"
+
+namespace loom::cpu {
+namespace {
+
+inline int64_t row_i1(const Tensor& t, int64_t r) { return r % t.ne[1]; }
+inline int64_t row_i2(const Tensor& t, int64_t r) { return r / t.ne[1] % t.ne[2]; }
+inline int64_t row_i3(const Tensor& t, int64_t r) { return r / (t.ne[1] * t.ne[2]); }
+
+}  // namespace
+
+void compute_norm(const ComputeParams& p, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const float eps = dst.param_f32(0);
+  const int64_t n = a.ne[0];
+  const Range rows = split_range(a.nrows(), p.ith, p.nth);
+  std::vector<float> x(n);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
+    const char* in = row_ptr(a, i1, i2, i3);
+    for (int64_t i = 0; i < n; ++i) x[i] = *reinterpret_cast<const float*>(in + i * a.nb[0]);
+    double mean = 0.0;
+    if (dst.op == Op::Norm) {
+      for (int64_t i = 0; i < n; ++i) mean += x[i];
+      mean /= static_cast<double>(n);
+    }
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum_sq += (x[i] - mean) * (x[i] - mean);
+    const float s = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+    char* out = row_ptr(dst, i1, i2, i3);
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<float*>(out + i * dst.nb[0]) = static_cast<float>(x[i] - mean) * s;
+  }
+}
+
+void compute_rope(const ComputeParams& p, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& pos = *dst.src[1];
+  const int n_dims = dst.param_i32(0);
+  const bool neox = dst.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX);
+  const float base = dst.param_f32(2), freq_scale = dst.param_f32(3);
+  const int64_t head_dim = a.ne[0];
+  // inv_freq[k] = base^(-2k / n_dims), shared by every row.
+  std::vector<float> inv_freq(n_dims / 2);
+  for (int k = 0; k < n_dims / 2; ++k)
+    inv_freq[k] = std::pow(base, -2.0f * static_cast<float>(k) / static_cast<float>(n_dims));
+  std::vector<float> x(head_dim), y(head_dim);
+  const Range rows = split_range(a.nrows(), p.ith, p.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
+    const int32_t position = *reinterpret_cast<const int32_t*>(static_cast<const char*>(pos.data) + i2 * pos.nb[0]);
+    const char* in = row_ptr(a, i1, i2, i3);
+    for (int64_t i = 0; i < head_dim; ++i) x[i] = *reinterpret_cast<const float*>(in + i * a.nb[0]);
+    y = x;  // dims past n_dims pass through
+    for (int k = 0; k < n_dims / 2; ++k) {
+      const float theta = freq_scale * static_cast<float>(position) * inv_freq[k];
+      const float c = std::cos(theta), s = std::sin(theta);
+      const int64_t j0 = neox ? k : 2 * k;
+      const int64_t j1 = neox ? k + n_dims / 2 : 2 * k + 1;
+      y[j0] = x[j0] * c - x[j1] * s;
+      y[j1] = x[j0] * s + x[j1] * c;
+    }
+    char* out = row_ptr(dst, i1, i2, i3);
+    for (int64_t i = 0; i < head_dim; ++i) *reinterpret_cast<float*>(out + i * dst.nb[0]) = y[i];
+  }
+}
+
+void compute_soft_max(const ComputeParams& p, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor* mask = dst.src[1];
+  const float scale = dst.param_f32(0);
+  const int64_t n = a.ne[0];
+  std::vector<float> x(n), m(n);
+  const Range rows = split_range(a.nrows(), p.ith, p.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
+    const char* in = row_ptr(a, i1, i2, i3);
+    for (int64_t i = 0; i < n; ++i) x[i] = *reinterpret_cast<const float*>(in + i * a.nb[0]) * scale;
+    if (mask) {
+      traits(mask->type).to_float(row_ptr(*mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]), m.data(), n);
+      for (int64_t i = 0; i < n; ++i) x[i] += m[i];
+    }
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+    char* out = row_ptr(dst, i1, i2, i3);
+    if (max == -std::numeric_limits<float>::infinity()) {  // every element masked
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<float*>(out + i * dst.nb[0]) = 0.0f;
+      continue;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = std::exp(x[i] - max);
+      sum += x[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<float*>(out + i * dst.nb[0]) = x[i] * inv;
+  }
+}
+
+}  // namespace loom::cpu

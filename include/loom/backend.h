@@ -1,0 +1,189 @@
+// The backend interfaces (see DESIGN.md for the vocabulary):
+//   Device      one piece of hardware; says what it can run and which memory it can use
+//   BufferType  how and where memory is allocated
+//   Buffer      one allocation of a buffer type; places tensors and moves their bytes
+//   Backend     an execution stream on a device: computes graphs, async copies
+//   Event       a point in a backend's stream that others can wait for
+// Optional members have defaults here, documented where declared.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/graph.h"
+#include "loom/tensor.h"
+
+namespace loom {
+
+class Backend;
+class Buffer;
+class Device;
+
+enum class DeviceType { CPU, GPU, IGPU, ACCEL };
+std::string_view device_type_name(DeviceType type);
+
+struct DeviceCaps {
+  bool async = false;                 // async set/get/copy on its backends
+  bool events = false;                // create_event works
+  bool host_buffer = false;           // host_buffer_type() is not null
+  bool buffer_from_host_ptr = false;  // buffer_from_host_ptr works
+};
+
+struct MemoryInfo {
+  size_t free = 0;
+  size_t total = 0;
+};
+
+enum class BufferUsage { Any, Weights, Compute };
+
+class BufferType {
+ public:
+  virtual ~BufferType() = default;
+  virtual std::string_view name() const = 0;
+  // Allocates `size` bytes. A zero-size request is handled here, once, for
+  // every type: it returns an empty buffer that can place zero-byte tensors.
+  // Failure throws loom::Error naming the type and the size.
+  std::shared_ptr<Buffer> alloc(size_t size);
+  virtual size_t alignment() const = 0;
+  // Largest single allocation (default: unlimited).
+  virtual size_t max_size() const { return std::numeric_limits<size_t>::max(); }
+  // Bytes a tensor needs in this type (default: nbytes; may add padding).
+  virtual size_t alloc_size(const Tensor& t) const;
+  // Host memory: tensor data pointers can be dereferenced by the CPU.
+  virtual bool is_host() const = 0;
+  // Device whose memory this is (null for types not bound to one device).
+  virtual Device* device() const = 0;
+
+ protected:
+  virtual std::shared_ptr<Buffer> alloc_impl(size_t size) = 0;  // size > 0
+};
+
+class Buffer : public std::enable_shared_from_this<Buffer> {
+ public:
+  Buffer(BufferType& type, size_t size) : type_(&type), size_(size) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  BufferType& type() const { return *type_; }
+  size_t size() const { return size_; }
+  bool is_host() const { return type_->is_host(); }
+  BufferUsage usage() const { return usage_; }
+  void set_usage(BufferUsage usage) { usage_ = usage; }
+
+  // Start address: a real pointer for host memory, an opaque non-null
+  // address otherwise (tensor data = base + offset).
+  virtual void* base() = 0;
+
+  // Places `t` at `offset`: bounds-checked, then init_tensor. For a view,
+  // use place_view instead.
+  void place(Tensor& t, size_t offset);
+  // Gives a view the memory of its view_src (which must be placed).
+  static void place_view(Tensor& view);
+
+  // Called for every tensor placed in this buffer, views too (default: nothing).
+  virtual void init_tensor(Tensor& t) { (void)t; }
+  virtual void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) = 0;
+  virtual void get_tensor(const Tensor& t, void* data, size_t offset, size_t size) = 0;
+  virtual void memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) = 0;
+  // Copies src (in any buffer) into dst (in this buffer) without going through
+  // the host; returns false when it cannot (default), and the caller stages.
+  virtual bool copy_tensor(const Tensor& src, Tensor& dst) {
+    (void)src, (void)dst;
+    return false;
+  }
+  virtual void clear(uint8_t value) = 0;
+
+  size_t offset_of(const Tensor& t) const;
+
+ private:
+  BufferType* type_;
+  size_t size_;
+  BufferUsage usage_ = BufferUsage::Any;
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Backend& backend) = 0;  // marks the backend's current point
+  virtual void wait(Backend& backend) = 0;    // backend's later work waits for it
+  virtual void synchronize() = 0;             // the host waits for it
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device& device() const = 0;
+  virtual std::string_view name() const;  // default: the device's name
+
+  // Runs every node of the graph; may return before it finishes on async
+  // backends (call synchronize). Throws loom::Error on unsupported nodes.
+  virtual void compute(Graph& graph) = 0;
+
+  // Defaults run synchronously through the tensor's buffer.
+  virtual void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size);
+  virtual void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size);
+  // Copies src into dst on this backend's stream; false if not possible (default).
+  virtual bool copy_tensor_async(const Tensor& src, Tensor& dst) {
+    (void)src, (void)dst;
+    return false;
+  }
+  virtual void synchronize() {}
+  // Null unless the device reports caps().events.
+  virtual std::unique_ptr<Event> create_event() { return nullptr; }
+  // Threads used for compute (backends without a pool ignore it).
+  virtual void set_n_threads(int n) { (void)n; }
+};
+
+struct BackendOptions {
+  int n_threads = 0;  // 0: the device's default
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string_view name() const = 0;  // what users type: "CPU", "OpenCL0"
+  virtual std::string description() const = 0;
+  virtual DeviceType type() const = 0;
+  virtual MemoryInfo memory() const = 0;
+  virtual DeviceCaps caps() const = 0;
+
+  virtual std::unique_ptr<Backend> create_backend(const BackendOptions& options = {}) = 0;
+  virtual BufferType& default_buffer_type() = 0;
+  // Every buffer type this device offers, the default first (default: just it).
+  virtual std::vector<BufferType*> buffer_types() { return {&default_buffer_type()}; }
+  // Pinned host memory for fast transfers (default: none).
+  virtual BufferType* host_buffer_type() { return nullptr; }
+  // Wraps memory the buffer does not own (e.g. an mmap) (default: unsupported, throws).
+  virtual std::shared_ptr<Buffer> buffer_from_host_ptr(void* ptr, size_t size);
+
+  // Whether this device can compute `node` with its operands where they are.
+  virtual bool supports_op(const Tensor& node) const = 0;
+  // Whether kernels on this device can read and write memory of `type`.
+  virtual bool supports_buffer_type(const BufferType& type) const = 0;
+  // Whether it pays to run `node` here although its weight is in host
+  // memory (default: no).
+  virtual bool offload_op(const Tensor& node) const {
+    (void)node;
+    return false;
+  }
+};
+
+// The one tensor-data path. Offsets and sizes are in bytes within the tensor
+// and are bounds-checked; errors name the tensor.
+void tensor_set(Tensor& t, const void* data, size_t offset, size_t size);
+void tensor_get(const Tensor& t, void* data, size_t offset, size_t size);
+void tensor_memset(Tensor& t, uint8_t value, size_t offset, size_t size);
+// Copies all bytes of src into dst (same type and shape; any two buffers).
+void tensor_copy(const Tensor& src, Tensor& dst);
+
+// Reads a whole tensor as float / writes floats into it (converting types).
+std::vector<float> tensor_to_floats(const Tensor& t);
+void tensor_from_floats(Tensor& t, const std::vector<float>& values);
+
+}  // namespace loom

@@ -1,0 +1,77 @@
+// Graph-building functions. Each checks its operands' types and shapes and
+// throws loom::Error naming the op, the tensors and their shapes on mismatch.
+// Nothing is computed here: the result is a new node in the context.
+//
+// Broadcasting (add/sub/mul/div, mul_mat dims 2-3): b's size in each dim must
+// divide a's, and b repeats along that dim.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "loom/context.h"
+
+namespace loom {
+
+// Rows of `a` picked by the I32 indices `rows` [n, a.ne2, a.ne3] (or [n]);
+// result F32 [a.ne0, n, rows.ne1, rows.ne2].
+Tensor* get_rows(Context& ctx, Tensor* a, Tensor* rows);
+// Writes the rows of F32 `src` [dst.ne0, n, ...] into `dst` at I32 indices
+// `rows` [n, ...], converting to dst's type. Result is a view of dst.
+Tensor* set_rows(Context& ctx, Tensor* dst, Tensor* src, Tensor* rows);
+// Copies a into b (same element count), converting types. Result views b.
+Tensor* cpy(Context& ctx, Tensor* a, Tensor* b);
+// A contiguous copy of a (same type).
+Tensor* cont(Context& ctx, Tensor* a);
+
+Tensor* add(Context& ctx, Tensor* a, Tensor* b);
+Tensor* sub(Context& ctx, Tensor* a, Tensor* b);
+Tensor* mul(Context& ctx, Tensor* a, Tensor* b);
+Tensor* div(Context& ctx, Tensor* a, Tensor* b);
+// a * s + bias
+Tensor* scale(Context& ctx, Tensor* a, float s, float bias = 0.0f);
+Tensor* sqr(Context& ctx, Tensor* a);
+Tensor* sqrt(Context& ctx, Tensor* a);
+Tensor* silu(Context& ctx, Tensor* a);
+Tensor* gelu(Context& ctx, Tensor* a);  // tanh approximation
+Tensor* relu(Context& ctx, Tensor* a);
+// Sums along dim 0: [1, ne1, ne2, ne3].
+Tensor* sum_rows(Context& ctx, Tensor* a);
+
+// a [K, M, A2, A3] (F32, F16, BF16, Q8_0, Q4_0), b [K, N, B2, B3] F32 with
+// B2 % A2 == 0 and B3 % A3 == 0; result F32 [M, N, B2, B3] = a^T b per matrix.
+Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
+
+Tensor* rms_norm(Context& ctx, Tensor* a, float eps);
+Tensor* norm(Context& ctx, Tensor* a, float eps);
+
+struct RopeParams {
+  int n_dims = 0;  // leading elements of each row that rotate (even); 0 means ne0
+  RopeMode mode = RopeMode::Normal;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+};
+// a [head_dim, n_head, n_tokens, 1], positions I32 [n_tokens].
+Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& params);
+
+// softmax(a * scale + mask) along dim 0. mask (optional, F32 or F16) is
+// [a.ne0, >= a.ne1, m2, m3] with a.ne2 % m2 == 0 and a.ne3 % m3 == 0.
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
+
+// Index of the largest element of each row of a 2-D F32 tensor: I32 [ne1].
+Tensor* argmax(Context& ctx, Tensor* a);
+
+// a and b joined along `dim`; all other dims equal, same type.
+Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim);
+
+// Views reinterpret a's memory: no data moves.
+Tensor* view(Context& ctx, Tensor* a, std::array<int64_t, 4> ne, std::array<size_t, 3> nb_upper,
+             size_t offset);
+Tensor* view_1d(Context& ctx, Tensor* a, int64_t ne0, size_t offset);
+Tensor* view_2d(Context& ctx, Tensor* a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+Tensor* reshape(Context& ctx, Tensor* a, std::array<int64_t, 4> ne);  // a contiguous
+// Result dim axis[i] is a's dim i (as ggml_permute).
+Tensor* permute(Context& ctx, Tensor* a, std::array<int, 4> axis);
+Tensor* transpose(Context& ctx, Tensor* a);
+
+}  // namespace loom

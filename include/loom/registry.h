@@ -1,0 +1,65 @@
+// The device registry. Every backend family registers its devices here: the
+// built-in ones at startup (the CPU always), plugins from shared libraries at
+// run time. LOOM_DEVICES (comma-separated names, case-insensitive) limits the
+// devices listed; the CPU stays available as the fallback.
+//
+// A plugin is a shared library named libloom-backend-<name>.so exporting
+//   extern "C" loom::BackendFamily* loom_backend_init();
+// searched for in LOOM_BACKEND_PATH (colon-separated) and the executable's
+// directory.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/backend.h"
+
+namespace loom {
+
+class BackendFamily {
+ public:
+  virtual ~BackendFamily() = default;
+  virtual std::string_view name() const = 0;  // "CPU", "OpenCL"
+  virtual std::vector<Device*> devices() = 0;
+};
+
+class Registry {
+ public:
+  // The process-wide registry, filled with built-in families and plugins on first use.
+  static Registry& get();
+
+  void add_family(std::unique_ptr<BackendFamily> family, std::string origin = "built-in");
+  // Loads one plugin library; throws loom::Error with the dlopen message.
+  void load_plugin(const std::string& path);
+
+  // Devices after the LOOM_DEVICES filter, in registration order.
+  const std::vector<Device*>& devices() const { return devices_; }
+  Device* find(std::string_view name) const;  // case-insensitive
+  Device* find_type(DeviceType type) const;   // first of that type
+  Device& cpu() const;                        // always present
+  // Buffer type by name over all devices ("CPU", "OpenCL0", "CPU_Mapped").
+  BufferType* find_buffer_type(std::string_view name) const;
+
+  struct FamilyInfo {
+    std::string name;
+    std::string origin;  // "built-in" or the plugin's path
+    size_t n_devices;
+  };
+  std::vector<FamilyInfo> families() const;
+
+ private:
+  Registry() = default;
+  void load_plugins_from_search_path();
+  void apply_filter();
+
+  std::vector<std::unique_ptr<BackendFamily>> families_;
+  std::vector<std::string> origins_;
+  std::vector<Device*> all_devices_;
+  std::vector<Device*> devices_;
+  std::vector<void*> libraries_;  // dlopen handles, never closed
+};
+
+}  // namespace loom

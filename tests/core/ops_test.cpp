@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include "loom/error.h"
+#include "loom/graph.h"
+#include "loom/ops.h"
+
+namespace loom {
+namespace {
+
+TEST(Ops, MulMatShapeAndBroadcast) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::Q4_0, {64, 10, 2, 1});
+  Tensor* b = ctx.new_tensor(DType::F32, {64, 7, 6, 3});
+  Tensor* c = mul_mat(ctx, a, b);
+  EXPECT_EQ(c->ne, (std::array<int64_t, 4>{10, 7, 6, 3}));
+  EXPECT_EQ(c->type, DType::F32);
+  Tensor* bad = ctx.new_tensor(DType::F32, {32, 7});
+  EXPECT_THROW(mul_mat(ctx, a, bad), Error);
+  Tensor* bad_batch = ctx.new_tensor(DType::F32, {64, 7, 3});
+  EXPECT_THROW(mul_mat(ctx, a, bad_batch), Error);
+}
+
+TEST(Ops, ErrorsNameTheOpAndShapes) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::F32, {4, 3});
+  a->name = "left";
+  Tensor* b = ctx.new_tensor(DType::F32, {5, 3});
+  try {
+    add(ctx, a, b);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("add"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'left'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[5, 3, 1, 1]"), std::string::npos) << msg;
+  }
+}
+
+TEST(Ops, QuantizedTensorNeedsWholeBlocks) {
+  Context ctx;
+  EXPECT_THROW(ctx.new_tensor(DType::Q8_0, {33, 2}), Error);
+}
+
+TEST(Ops, ViewsShareTheRootSource) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::F32, {8, 4, 2});
+  Tensor* t = transpose(ctx, a);
+  EXPECT_EQ(t->ne[0], 4);
+  EXPECT_EQ(t->nb[0], a->nb[1]);
+  EXPECT_FALSE(t->is_contiguous());
+  Tensor* v = view_2d(ctx, t, 2, 2, t->nb[1], a->nb[1]);
+  EXPECT_EQ(v->view_src, a);
+  EXPECT_EQ(v->view_offs, a->nb[1]);
+  EXPECT_THROW(reshape(ctx, t, {32, 2, 1, 1}), Error);  // not contiguous
+  EXPECT_THROW(view_1d(ctx, a, 65, 0), Error);          // past the end
+}
+
+TEST(Ops, PermuteMovesDims) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::F32, {2, 3, 4, 5});
+  Tensor* p = permute(ctx, a, {0, 2, 1, 3});
+  EXPECT_EQ(p->ne, (std::array<int64_t, 4>{2, 4, 3, 5}));
+  EXPECT_EQ(p->nb[1], a->nb[2]);
+  EXPECT_THROW(permute(ctx, a, {0, 0, 1, 2}), Error);
+}
+
+TEST(Ops, SetRowsAndCpyAreViewsOfTheirDestination) {
+  Context ctx;
+  Tensor* cache = ctx.new_tensor(DType::F16, {16, 100});
+  Tensor* rows = ctx.new_tensor(DType::F32, {16, 3});
+  Tensor* idx = ctx.new_tensor(DType::I32, {3});
+  Tensor* r = set_rows(ctx, cache, rows, idx);
+  EXPECT_EQ(r->view_src, cache);
+  EXPECT_EQ(r->type, DType::F16);
+  Tensor* dst = ctx.new_tensor(DType::Q8_0, {32, 2});
+  Tensor* src = ctx.new_tensor(DType::F32, {32, 2});
+  EXPECT_EQ(cpy(ctx, src, dst)->view_src, dst);
+  Tensor* src_other = ctx.new_tensor(DType::F32, {64, 1});
+  EXPECT_THROW(cpy(ctx, src_other, dst), Error);  // quantized rows must line up
+}
+
+TEST(Ops, RopeAndSoftMaxChecks) {
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::F32, {64, 8, 5});
+  Tensor* pos = ctx.new_tensor(DType::I32, {5});
+  EXPECT_EQ(rope(ctx, q, pos, {})->ne, q->ne);
+  Tensor* pos_bad = ctx.new_tensor(DType::I32, {4});
+  EXPECT_THROW(rope(ctx, q, pos_bad, {}), Error);
+  EXPECT_THROW(rope(ctx, q, pos, {.n_dims = 63}), Error);
+  Tensor* kq = ctx.new_tensor(DType::F32, {10, 5, 8});
+  Tensor* mask = ctx.new_tensor(DType::F16, {10, 8});
+  EXPECT_NO_THROW(soft_max(ctx, kq, mask, 0.1f));
+  Tensor* mask_short = ctx.new_tensor(DType::F32, {10, 4});
+  EXPECT_THROW(soft_max(ctx, kq, mask_short), Error);
+}
+
+TEST(Graph, TopologicalOrderLeafsAndNodes) {
+  Context ctx;
+  Tensor* x = ctx.new_tensor(DType::F32, {4});
+  Tensor* w = ctx.new_tensor(DType::F32, {4});
+  Tensor* y = mul(ctx, x, w);
+  Tensor* z = add(ctx, y, silu(ctx, y));
+  Graph g = Graph::build(z);
+  ASSERT_EQ(g.leafs().size(), 2u);
+  ASSERT_EQ(g.nodes().size(), 3u);
+  EXPECT_EQ(g.nodes().front(), y);
+  EXPECT_EQ(g.nodes().back(), z);
+  EXPECT_TRUE(z->flags & kFlagOutput);
+}
+
+TEST(Graph, DeepChainsDoNotOverflowTheStack) {
+  Context ctx;
+  Tensor* t = ctx.new_tensor(DType::F32, {4});
+  for (int i = 0; i < 100000; ++i) t = relu(ctx, t);
+  Graph g = Graph::build(t);
+  EXPECT_EQ(g.nodes().size(), 100000u);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,89 @@
+#include "args.h"
+
+#include <fmt/format.h>
+
+#include "loom/error.h"
+
+namespace loom::cli {
+
+Args::Args(std::string command, std::string summary, std::vector<OptionSpec> specs)
+    : command_(std::move(command)), summary_(std::move(summary)), specs_(std::move(specs)) {
+  specs_.push_back({{"-h", "--help"}, "", "show this help"});
+}
+
+const OptionSpec* Args::find(const std::string& name) const {
+  for (const auto& s : specs_)
+    for (const auto& n : s.names)
+      if (n == name) return &s;
+  return nullptr;
+}
+
+void Args::parse(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional_.push_back(arg);
+      continue;
+    }
+    std::optional<std::string> inline_value;
+    if (const auto eq = arg.find('='); eq != std::string::npos && arg.starts_with("--")) {
+      inline_value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    const OptionSpec* spec = find(arg);
+    if (!spec) fail("{}: unknown option '{}' (see 'loom {} --help')", command_, arg, command_);
+    std::string value = "1";
+    if (!spec->value_name.empty()) {
+      if (inline_value) {
+        value = *inline_value;
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        fail("{}: option '{}' needs a value ({})", command_, arg, spec->value_name);
+      }
+    }
+    values_[spec->names.front()] = value;
+  }
+}
+
+bool Args::has(const std::string& name) const {
+  const OptionSpec* s = find(name);
+  return s && values_.count(s->names.front());
+}
+
+std::optional<std::string> Args::get(const std::string& name) const {
+  const OptionSpec* s = find(name);
+  if (!s) return std::nullopt;
+  auto it = values_.find(s->names.front());
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::get_or(const std::string& name, const std::string& fallback) const {
+  return get(name).value_or(fallback);
+}
+
+int Args::get_int(const std::string& name, int fallback) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const int n = std::stoi(*v, &used);
+    if (used == v->size()) return n;
+  } catch (const std::exception&) {
+  }
+  fail("{}: option '{}' needs an integer, got '{}'", command_, name, *v);
+}
+
+std::string Args::help() const {
+  std::string out = fmt::format("usage: loom {} [options]\n\n{}\n\noptions:\n", command_, summary_);
+  for (const auto& s : specs_) {
+    std::string names;
+    for (const auto& n : s.names) names += (names.empty() ? "" : ", ") + n;
+    if (!s.value_name.empty()) names += " " + s.value_name;
+    out += fmt::format("  {:<28} {}\n", names, s.help);
+  }
+  return out;
+}
+
+}  // namespace loom::cli

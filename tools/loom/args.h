@@ -1,0 +1,39 @@
+// A small command-line parser that accepts llama.cpp-style flags: short
+// multi-letter options with one dash (-ngl 10), long ones with two
+// (--json), values as the next argument or after '='.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::cli {
+
+struct OptionSpec {
+  std::vector<std::string> names;  // "-t", "--threads"
+  std::string value_name;          // empty for flags
+  std::string help;
+};
+
+class Args {
+ public:
+  Args(std::string command, std::string summary, std::vector<OptionSpec> specs);
+  // Parses argv; throws loom::Error naming an unknown option or a missing value.
+  void parse(int argc, char** argv);
+  bool has(const std::string& name) const;
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& fallback) const;
+  int get_int(const std::string& name, int fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  std::string help() const;
+
+ private:
+  const OptionSpec* find(const std::string& name) const;
+  std::string command_, summary_;
+  std::vector<OptionSpec> specs_;
+  std::map<std::string, std::string> values_;  // keyed by the first name
+  std::vector<std::string> positional_;
+};
+
+}  // namespace loom::cli

@@ -1,0 +1,10 @@
+// The loom subcommands. Each takes the arguments after its name and returns
+// the process exit code.
+#pragma once
+
+namespace loom::cli {
+
+int cmd_devices(int argc, char** argv);
+int cmd_demo(int argc, char** argv);
+
+}  // namespace loom::cli

@@ -1,0 +1,48 @@
+// loom: the command-line front end. `loom help` lists the subcommands.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "commands.h"
+#include "loom/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"devices", loom::cli::cmd_devices, "list every device with its memory, capabilities and buffer types"},
+    {"demo", loom::cli::cmd_demo, "run a small demo graph on every device and check the results"},
+};
+
+void print_usage() {
+  std::printf("usage: loom <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
+  std::printf("\n'loom <command> --help' describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0 ||
+      std::strcmp(argv[1], "-h") == 0) {
+    print_usage();
+    return argc < 2 ? 1 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::string_view(argv[1]) != c.name) continue;
+    try {
+      return c.run(argc - 2, argv + 2);
+    } catch (const loom::Error& e) {
+      std::fprintf(stderr, "loom %s: error: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "loom: unknown command '%s'\n\n", argv[1]);
+  print_usage();
+  return 1;
+}
