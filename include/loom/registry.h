@@ -50,6 +50,10 @@ class Registry {
   };
   std::vector<FamilyInfo> families() const;
 
+  // The devices a LOOM_DEVICES value keeps: those named (case-insensitive),
+  // plus the CPU, which is always kept as the fallback.
+  static std::vector<Device*> filter_devices(const std::vector<Device*>& devices, std::string_view spec);
+
  private:
   Registry() = default;
   void load_plugins_from_search_path();

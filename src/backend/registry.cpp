@@ -108,20 +108,25 @@ void Registry::load_plugins_from_search_path() {
 }
 
 void Registry::apply_filter() {
-  devices_.clear();
   const char* env = std::getenv("LOOM_DEVICES");
-  if (!env || !*env) {
-    devices_ = all_devices_;
-    return;
-  }
-  const auto wanted = split(env, ',');
-  for (Device* d : all_devices_) {
+  devices_ = filter_devices(all_devices_, env ? env : "");
+}
+
+std::vector<Device*> Registry::filter_devices(const std::vector<Device*>& devices, std::string_view spec) {
+  if (spec.empty()) return devices;
+  const auto wanted = split(spec, ',');
+  std::vector<Device*> kept;
+  for (Device* d : devices) {
     const bool keep = (d->type() == DeviceType::CPU && d->name() == "CPU") ||
                       std::any_of(wanted.begin(), wanted.end(), [d](const std::string& w) {
                         return iequals(w, d->name());
                       });
-    if (keep) devices_.push_back(d);
+    if (keep) kept.push_back(d);
   }
+  for (const auto& w : wanted)
+    if (std::none_of(devices.begin(), devices.end(), [&w](Device* d) { return iequals(w, d->name()); }))
+      log(LogLevel::Warn, "LOOM_DEVICES names '{}', which is not a registered device", w);
+  return kept;
 }
 
 Device* Registry::find(std::string_view name) const {

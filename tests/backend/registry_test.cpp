@@ -1,0 +1,62 @@
+#include <gtest/gtest.h>
+
+#include "loom/error.h"
+#include "loom/registry.h"
+
+namespace loom {
+namespace {
+
+TEST(Registry, CpuIsAlwaysPresentAndFoundCaseInsensitively) {
+  Registry& reg = Registry::get();
+  ASSERT_FALSE(reg.devices().empty());
+  EXPECT_EQ(reg.devices().front()->name(), "CPU");
+  EXPECT_EQ(reg.find("cpu"), reg.find("CPU"));
+  EXPECT_EQ(reg.find_type(DeviceType::CPU), &reg.cpu());
+  EXPECT_EQ(reg.find("no-such-device"), nullptr);
+  ASSERT_NE(reg.find_buffer_type("cpu_mapped"), nullptr);
+  EXPECT_TRUE(reg.find_buffer_type("CPU_Mapped")->is_host());
+}
+
+TEST(Registry, FilterKeepsNamedDevicesAndTheCpu) {
+  Registry& reg = Registry::get();
+  std::vector<Device*> all = reg.devices();
+  EXPECT_EQ(Registry::filter_devices(all, "").size(), all.size());
+  auto only_cpu = Registry::filter_devices(all, "nothing-by-this-name");
+  ASSERT_EQ(only_cpu.size(), 1u);
+  EXPECT_EQ(only_cpu.front()->name(), "CPU");
+  if (Device* ocl = reg.find("OpenCL0")) {
+    auto kept = Registry::filter_devices(all, "opencl0");
+    EXPECT_EQ(kept.size(), 2u);
+    EXPECT_EQ(kept.back(), ocl);
+  }
+}
+
+TEST(Registry, LoadsAPluginAtRunTime) {
+  Registry& reg = Registry::get();
+  if (!reg.find("Example0")) reg.load_plugin(LOOM_TEST_PLUGIN_PATH);
+  Device* dev = reg.find("example0");
+  ASSERT_NE(dev, nullptr);
+  EXPECT_EQ(dev->type(), DeviceType::ACCEL);
+  auto buf = dev->default_buffer_type().alloc(128);
+  EXPECT_EQ(buf->size(), 128u);
+  bool listed = false;
+  for (const auto& f : reg.families()) listed |= f.name == "Example" && f.origin == LOOM_TEST_PLUGIN_PATH;
+  EXPECT_TRUE(listed);
+  // Loading it again is refused with a warning, not a second family.
+  reg.load_plugin(LOOM_TEST_PLUGIN_PATH);
+  int count = 0;
+  for (Device* d : reg.devices()) count += d->name() == "Example0";
+  EXPECT_EQ(count, 1);
+}
+
+TEST(Registry, MissingPluginIsAClearError) {
+  try {
+    Registry::get().load_plugin("/nonexistent/libloom-backend-nothing.so");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/libloom-backend-nothing.so"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace loom
