@@ -1,0 +1,154 @@
+// GGUF v3 files: a validated reader (mmap by default, or plain reads) and a
+// writer. Every offset, size, count, type and dimension is checked against
+// the file; a truncated or corrupt file throws loom::Error naming the file,
+// the key or tensor, and the numbers involved.
+//
+// Layout: "GGUF", version, tensor count, metadata count, metadata key/values,
+// tensor infos (name, dims, type, offset), padding to the alignment
+// (general.alignment, default 32), then the tensor data.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace loom::gguf {
+
+enum class ValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7,
+  String = 8, Array = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+std::string_view value_type_name(ValueType t);
+
+// A metadata value. Integers are held widened (signed in int64, unsigned in
+// uint64), floats in double; `type` keeps the exact GGUF type for writing.
+struct Value {
+  ValueType type = ValueType::U32;
+  ValueType array_type = ValueType::U8;  // element type when type == Array
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<Value>> data;
+
+  static Value u32(uint32_t v) { return {ValueType::U32, ValueType::U8, uint64_t{v}}; }
+  static Value i32(int32_t v) { return {ValueType::I32, ValueType::U8, int64_t{v}}; }
+  static Value u64(uint64_t v) { return {ValueType::U64, ValueType::U8, v}; }
+  static Value f32(float v) { return {ValueType::F32, ValueType::U8, double{v}}; }
+  static Value boolean(bool v) { return {ValueType::Bool, ValueType::U8, v}; }
+  static Value string(std::string v) { return {ValueType::String, ValueType::U8, std::move(v)}; }
+  static Value array(ValueType element_type, std::vector<Value> items) {
+    return {ValueType::Array, element_type, std::move(items)};
+  }
+  static Value strings(const std::vector<std::string>& items);
+  static Value f32s(const std::vector<float>& items);
+  static Value i32s(const std::vector<int32_t>& items);
+
+  bool is_integer() const;
+  bool is_float() const { return type == ValueType::F32 || type == ValueType::F64; }
+  // Checked conversions; throw loom::Error when the type does not fit.
+  int64_t as_int() const;
+  uint64_t as_uint() const;
+  double as_float() const;  // integers convert too
+  bool as_bool() const;
+  const std::string& as_string() const;
+  const std::vector<Value>& as_array() const;
+  std::string to_string(size_t max_items = 8) const;  // for display
+};
+
+struct KeyValue {
+  std::string key;
+  Value value;
+};
+
+// A tensor type as stored in GGUF, supported by Loom or not.
+struct TypeInfo {
+  uint32_t id;
+  std::string_view name;
+  int block_size;
+  size_t type_size;
+};
+// Null for ids no GGUF writer uses.
+const TypeInfo* type_info(uint32_t id);
+
+struct TensorInfo {
+  std::string name;
+  uint32_t n_dims = 0;
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  uint32_t type = 0;        // GGUF type id (see loom::DType for the supported ones)
+  uint64_t offset = 0;      // relative to the data section
+  uint64_t size = 0;        // bytes
+  uint64_t file_offset = 0; // absolute
+};
+
+class File {
+ public:
+  // Opens and validates `path`. With use_mmap the file is mapped and tensor
+  // data can be read in place (data()); otherwise read_tensor() reads it.
+  static std::unique_ptr<File> open(const std::string& path, bool use_mmap = true);
+  ~File();
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t file_size() const { return file_size_; }
+  size_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+  bool mapped() const { return map_ != nullptr; }
+
+  const std::vector<KeyValue>& metadata() const { return metadata_; }
+  const Value* find(std::string_view key) const;
+  // Typed lookups: throw naming the file and the key when missing or mistyped.
+  const Value& get(std::string_view key) const;
+  uint64_t get_uint(std::string_view key) const;
+  float get_f32(std::string_view key) const;
+  const std::string& get_string(std::string_view key) const;
+  std::optional<uint64_t> get_uint_or(std::string_view key) const;
+  std::optional<float> get_f32_or(std::string_view key) const;
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(std::string_view name) const;
+  // The mapped bytes of a tensor (null when not mapped).
+  const uint8_t* data(const TensorInfo& t) const;
+  const uint8_t* map_base() const { return static_cast<const uint8_t*>(map_); }
+  // Reads `size` bytes of a tensor from `offset` within it.
+  void read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint64_t size) const;
+
+ private:
+  File() = default;
+  void parse();
+  std::string path_;
+  int fd_ = -1;
+  void* map_ = nullptr;
+  uint64_t file_size_ = 0;
+  uint32_t version_ = 0;
+  size_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<KeyValue> metadata_;
+  std::vector<TensorInfo> tensors_;
+};
+
+// Builds a GGUF file in memory and writes it atomically (a temporary file
+// renamed into place, so a failed write leaves no partial file).
+class Writer {
+ public:
+  void set(std::string key, Value value);  // replaces an existing key
+  // Tensor bytes are copied; `ne` has n_dims leading entries.
+  void add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, std::vector<uint8_t> bytes);
+  void write(const std::string& path) const;
+  size_t alignment() const;
+
+ private:
+  struct PendingTensor {
+    std::string name;
+    uint32_t type;
+    std::vector<int64_t> ne;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<KeyValue> metadata_;
+  std::vector<PendingTensor> tensors_;
+};
+
+}  // namespace loom::gguf

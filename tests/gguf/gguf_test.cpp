@@ -1,0 +1,237 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "loom/error.h"
+#include "loom/gguf.h"
+#include "loom/types.h"
+
+namespace loom::gguf {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("loom_gguf_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A hand-built file whose fields a test can corrupt one at a time.
+struct RawFile {
+  uint32_t magic = 0x46554747, version = 3;
+  uint32_t n_dims = 2;
+  std::vector<uint64_t> dims = {32, 2};
+  uint32_t type = 0;  // f32
+  uint64_t offset = 0;
+  uint64_t tensor_count = 1;
+  bool truncate_data = false;
+
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> b;
+    auto put = [&b](const void* p, size_t n) {
+      b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    };
+    auto u32 = [&](uint32_t v) { put(&v, 4); };
+    auto u64 = [&](uint64_t v) { put(&v, 8); };
+    auto str = [&](const std::string& s) {
+      u64(s.size());
+      put(s.data(), s.size());
+    };
+    u32(magic);
+    u32(version);
+    u64(tensor_count);
+    u64(1);
+    str("general.architecture");
+    u32(8);
+    str("llama");
+    str("w");
+    u32(n_dims);
+    for (uint64_t d : dims) u64(d);
+    u32(type);
+    u64(offset);
+    while (b.size() % 32) b.push_back(0);
+    const size_t data = 32 * 2 * 4;
+    b.resize(b.size() + (truncate_data ? data / 2 : data), 0x11);
+    return b;
+  }
+};
+
+std::string open_error(const std::vector<uint8_t>& bytes) {
+  const std::string path = temp_path("raw.gguf");
+  write_bytes(path, bytes);
+  try {
+    File::open(path);
+  } catch (const Error& e) {
+    std::filesystem::remove(path);
+    return e.what();
+  }
+  std::filesystem::remove(path);
+  return "";
+}
+
+TEST(Gguf, RoundTripsEveryValueTypeAndTensor) {
+  Writer w;
+  w.set("general.architecture", Value::string("llama"));
+  w.set("u8", {ValueType::U8, ValueType::U8, uint64_t{200}});
+  w.set("i8", {ValueType::I8, ValueType::U8, int64_t{-100}});
+  w.set("u16", {ValueType::U16, ValueType::U8, uint64_t{60000}});
+  w.set("i16", {ValueType::I16, ValueType::U8, int64_t{-30000}});
+  w.set("u32", Value::u32(4000000000u));
+  w.set("i32", Value::i32(-2000000000));
+  w.set("u64", Value::u64(1ull << 40));
+  w.set("i64", {ValueType::I64, ValueType::U8, int64_t{-(1ll << 40)}});
+  w.set("f32", Value::f32(0.5f));
+  w.set("f64", {ValueType::F64, ValueType::U8, 0.125});
+  w.set("bool", Value::boolean(true));
+  w.set("strings", Value::strings({"a", "", "hello"}));
+  w.set("floats", Value::f32s({1.0f, -2.0f}));
+  w.set("nested", Value::array(ValueType::Array, {Value::i32s({1, 2}), Value::i32s({3})}));
+  std::vector<uint8_t> f32_bytes(32 * 3 * 4);
+  for (size_t i = 0; i < f32_bytes.size(); ++i) f32_bytes[i] = static_cast<uint8_t>(i);
+  w.add_tensor("a", 0, {32, 3}, f32_bytes);
+  std::vector<uint8_t> q4(row_size(DType::Q4_0, 64) * 2, 0x5a);
+  w.add_tensor("b", static_cast<uint32_t>(DType::Q4_0), {64, 2}, q4);
+  const std::string path = temp_path("roundtrip.gguf");
+  w.write(path);
+
+  for (bool mmap : {true, false}) {
+    auto f = File::open(path, mmap);
+    EXPECT_EQ(f->version(), 3u);
+    EXPECT_EQ(f->mapped(), mmap);
+    EXPECT_EQ(f->get_string("general.architecture"), "llama");
+    EXPECT_EQ(f->get("u8").as_uint(), 200u);
+    EXPECT_EQ(f->get("i8").as_int(), -100);
+    EXPECT_EQ(f->get("u16").as_uint(), 60000u);
+    EXPECT_EQ(f->get("i16").as_int(), -30000);
+    EXPECT_EQ(f->get_uint("u32"), 4000000000u);
+    EXPECT_EQ(f->get("i32").as_int(), -2000000000);
+    EXPECT_EQ(f->get_uint("u64"), 1ull << 40);
+    EXPECT_EQ(f->get("i64").as_int(), -(1ll << 40));
+    EXPECT_EQ(f->get_f32("f32"), 0.5f);
+    EXPECT_EQ(f->get("f64").as_float(), 0.125);
+    EXPECT_TRUE(f->get("bool").as_bool());
+    const auto& strings = f->get("strings").as_array();
+    ASSERT_EQ(strings.size(), 3u);
+    EXPECT_EQ(strings[2].as_string(), "hello");
+    EXPECT_EQ(f->get("nested").as_array()[1].as_array()[0].as_int(), 3);
+    ASSERT_EQ(f->tensors().size(), 2u);
+    const TensorInfo* a = f->find_tensor("a");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->ne, (std::array<int64_t, 4>{32, 3, 1, 1}));
+    EXPECT_EQ(a->size, f32_bytes.size());
+    EXPECT_EQ(a->file_offset % f->alignment(), 0u);
+    std::vector<uint8_t> back(a->size);
+    f->read_tensor(*a, back.data(), 0, back.size());
+    EXPECT_EQ(back, f32_bytes);
+    const TensorInfo* b = f->find_tensor("b");
+    std::vector<uint8_t> qback(b->size);
+    f->read_tensor(*b, qback.data(), 0, qback.size());
+    EXPECT_EQ(qback, q4);
+    EXPECT_THROW(f->read_tensor(*b, qback.data(), 1, qback.size()), Error);
+  }
+  // Typed lookups name the key.
+  auto f = File::open(path);
+  try {
+    f->get_string("u32");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'u32'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(f->get("missing.key"), Error);
+  std::filesystem::remove(path);
+}
+
+TEST(Gguf, WriterChecksTensorsAndLeavesNoPartialFile) {
+  Writer w;
+  EXPECT_THROW(w.add_tensor("x", 0, {4}, std::vector<uint8_t>(15)), Error);  // size mismatch
+  EXPECT_THROW(w.add_tensor("x", 8, {31}, {}), Error);                       // partial block
+  EXPECT_THROW(w.add_tensor("x", 999, {4}, std::vector<uint8_t>(16)), Error);
+  w.set("bad", Value::array(ValueType::U32, {Value::string("not a u32")}));
+  const std::string path = temp_path("partial.gguf");
+  EXPECT_THROW(w.write(path), Error);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(Gguf, ValidRawFileOpens) {
+  EXPECT_EQ(open_error(RawFile{}.bytes()), "");
+}
+
+TEST(Gguf, EveryTruncationIsAnErrorNotACrash) {
+  const auto full = RawFile{}.bytes();
+  for (size_t n = 0; n < full.size(); ++n) {
+    std::vector<uint8_t> cut(full.begin(), full.begin() + n);
+    EXPECT_NE(open_error(cut), "") << "prefix of " << n << " bytes opened";
+  }
+}
+
+TEST(Gguf, CorruptFieldsGiveErrorsNamingTheProblem) {
+  auto expect_error = [](RawFile r, const std::string& needle) {
+    const std::string msg = open_error(r.bytes());
+    EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg;
+  };
+  RawFile r;
+  r.magic = 0x12345678;
+  expect_error(r, "not a GGUF file");
+  r = {};
+  r.version = 7;
+  expect_error(r, "version 7");
+  r = {};
+  r.offset = 64;  // data extends past the end
+  expect_error(r, "'w'");
+  r = {};
+  r.offset = 3;  // misaligned
+  expect_error(r, "alignment");
+  r = {};
+  r.dims = {32, 1ull << 62};
+  expect_error(r, "'w'");
+  r = {};
+  r.dims = {32, 0};
+  expect_error(r, "dim 1");
+  r = {};
+  r.type = 77;
+  expect_error(r, "type id 77");
+  r = {};
+  r.type = 8;  // q8_0 with ne0 = 32 is fine, but the data would be 68 bytes: fits
+  EXPECT_EQ(open_error(r.bytes()), "");
+  r.dims = {33, 2};
+  expect_error(r, "block size");
+  r = {};
+  r.n_dims = 9;
+  expect_error(r, "9 dims");
+  r = {};
+  r.tensor_count = 1ull << 60;
+  expect_error(r, "tensors");
+  r = {};
+  r.truncate_data = true;
+  expect_error(r, "past the end");
+}
+
+TEST(Gguf, AbsurdStringLengthIsRejectedBeforeAllocating) {
+  auto bytes = RawFile{}.bytes();
+  // The first key's length field sits right after the 24-byte header.
+  const uint64_t huge = 1ull << 50;
+  std::memcpy(bytes.data() + 24, &huge, 8);
+  EXPECT_NE(open_error(bytes).find("only"), std::string::npos);
+}
+
+TEST(Gguf, MissingFileNamesThePath) {
+  try {
+    File::open("/nonexistent/model.gguf");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/model.gguf"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace loom::gguf
