@@ -2,27 +2,58 @@
 // operands) one after another, aligned, into buffers of one buffer type,
 // opening a new buffer whenever the next tensor would exceed the type's
 // max_size. Views are given their source's memory afterwards.
+//
+// Outcomes are distinct: "nothing to allocate" is a normal result
+// (status NothingToAllocate, no buffers); a failed allocation throws
+// OutOfMemory naming the buffer type and the sizes, and leaves every tensor
+// as it was (buffers are all allocated before any tensor is placed).
 #pragma once
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "loom/backend.h"
 #include "loom/context.h"
+#include "loom/error.h"
 
 namespace loom {
 
+// A buffer type could not provide the memory asked for.
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(const std::string& what, std::string buffer_type, size_t requested)
+      : Error(what), buffer_type_(std::move(buffer_type)), requested_(requested) {}
+  const std::string& buffer_type() const { return buffer_type_; }
+  size_t requested() const { return requested_; }  // bytes of the allocation that failed
+
+ private:
+  std::string buffer_type_;
+  size_t requested_;
+};
+
+// Allocates `size` bytes of `type`, turning any failure into OutOfMemory whose
+// message starts with `what` (e.g. "weights of model.gguf").
+std::shared_ptr<Buffer> alloc_buffer_or_throw(BufferType& type, size_t size, std::string_view what);
+
+enum class AllocStatus {
+  Allocated,          // at least one tensor was placed
+  NothingToAllocate,  // every tensor already had memory, was a view or had zero bytes
+};
+
 struct TensorAllocation {
-  std::vector<std::shared_ptr<Buffer>> buffers;  // empty when nothing needed memory
+  AllocStatus status = AllocStatus::NothingToAllocate;
+  std::vector<std::shared_ptr<Buffer>> buffers;  // one per chunk; empty when nothing was allocated
   size_t total_bytes = 0;
   size_t n_tensors = 0;  // tensors placed (views not counted)
-  bool empty() const { return buffers.empty(); }
+  size_t n_views = 0;    // views given their source's memory
+  bool empty() const { return status == AllocStatus::NothingToAllocate; }
 };
 
 // Places every tensor of `tensors` that has no memory yet. A tensor larger
-// than the type's max_size, or a failed allocation, throws loom::Error with
-// the tensor's name and the sizes.
+// than the type's max_size throws loom::Error; a failed allocation throws
+// OutOfMemory. Either way no tensor of the set is placed.
 TensorAllocation allocate_tensors(std::span<Tensor* const> tensors, BufferType& type,
                                   BufferUsage usage = BufferUsage::Any);
 // Every tensor of the context.

@@ -7,7 +7,30 @@ namespace {
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+std::string label(const Tensor& t) { return t.name.empty() ? "(unnamed " + t.shape_string() + ")" : "'" + t.name + "'"; }
+
+// Views last: their sources have memory now (views of views resolve to the root).
+void place_views(std::span<Tensor* const> tensors, TensorAllocation& result) {
+  for (Tensor* t : tensors)
+    if (t->view_src && !t->buffer && t->view_src->buffer) {
+      Buffer::place_view(*t);
+      ++result.n_views;
+    }
+}
+
 }  // namespace
+
+std::shared_ptr<Buffer> alloc_buffer_or_throw(BufferType& type, size_t size, std::string_view what) {
+  try {
+    return type.alloc(size);
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const std::exception& e) {  // loom::Error from the type, std::bad_alloc, ...
+    throw OutOfMemory(fmt::format("{}: out of memory: allocating {} bytes ({:.1f} MiB) of buffer type {} failed: {}",
+                                  what, size, size / 1048576.0, type.name(), e.what()),
+                      std::string(type.name()), size);
+  }
+}
 
 TensorAllocation allocate_tensors(std::span<Tensor* const> tensors, BufferType& type, BufferUsage usage) {
   const size_t align = type.alignment();
@@ -19,13 +42,13 @@ TensorAllocation allocate_tensors(std::span<Tensor* const> tensors, BufferType& 
   };
   std::vector<Chunk> chunks(1);
   for (Tensor* t : tensors) {
-    if (t->view_src || t->buffer) continue;
+    if (t->view_src || t->buffer || t->nbytes() == 0) continue;
     const size_t need = type.alloc_size(*t);
     if (need > max)
-      fail("tensor '{}' {} needs {} bytes, more than the largest {} allocation ({} bytes)", t->name,
+      fail("tensor {} {} needs {} bytes, more than the largest {} allocation ({} bytes)", label(*t),
            t->shape_string(), need, type.name(), max);
     size_t offset = align_up(chunks.back().size, align);
-    if (offset + need > max) {
+    if (offset > max || need > max - offset) {
       chunks.emplace_back();
       offset = 0;
     }
@@ -33,24 +56,30 @@ TensorAllocation allocate_tensors(std::span<Tensor* const> tensors, BufferType& 
     chunks.back().size = offset + need;
   }
   TensorAllocation result;
-  for (Chunk& c : chunks) {
-    if (c.placed.empty()) continue;
-    std::shared_ptr<Buffer> buffer;
-    try {
-      buffer = type.alloc(c.size);
-    } catch (const Error& e) {
-      fail("allocating {} bytes of {} for {} tensors (first '{}') failed: {}", c.size, type.name(),
-           c.placed.size(), c.placed.front().first->name, e.what());
-    }
-    buffer->set_usage(usage);
-    for (auto& [t, offset] : c.placed) buffer->place(*t, offset);
-    result.total_bytes += c.size;
-    result.n_tensors += c.placed.size();
-    result.buffers.push_back(std::move(buffer));
+  if (chunks.front().placed.empty()) {
+    place_views(tensors, result);
+    return result;
   }
-  // Views last: their sources have memory now (views of views resolve to the root).
-  for (Tensor* t : tensors)
-    if (t->view_src && !t->buffer && t->view_src->buffer) Buffer::place_view(*t);
+
+  // Allocate every buffer before placing anything, so a failure leaves the
+  // tensors untouched (the buffers allocated so far are released).
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& c = chunks[i];
+    buffers.push_back(alloc_buffer_or_throw(
+        type, c.size,
+        fmt::format("tensor allocator: {} tensors (first {}, buffer {} of {}, {} bytes in all so far)", c.placed.size(),
+                    label(*c.placed.front().first), i + 1, chunks.size(), result.total_bytes + c.size)));
+    result.total_bytes += c.size;
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    buffers[i]->set_usage(usage);
+    for (auto& [t, offset] : chunks[i].placed) buffers[i]->place(*t, offset);
+    result.n_tensors += chunks[i].placed.size();
+  }
+  result.buffers = std::move(buffers);
+  result.status = AllocStatus::Allocated;
+  place_views(tensors, result);
   return result;
 }
 
