@@ -8,6 +8,7 @@
 namespace loom::cpu {
 
 inline constexpr size_t kHostAlignment = 64;
+inline constexpr size_t kMappedAlignment = 32;
 
 class HostBuffer : public Buffer {
  public:
@@ -29,9 +30,11 @@ class HostBuffer : public Buffer {
 
 class HostBufferType : public BufferType {
  public:
-  HostBufferType(std::string name, Device* device, bool mapped) : name_(std::move(name)), device_(device), mapped_(mapped) {}
+  // Mapped types wrap files whose tensors GGUF aligns to 32 bytes.
+  HostBufferType(std::string name, Device* device, bool mapped)
+      : name_(std::move(name)), device_(device), mapped_(mapped) {}
   std::string_view name() const override { return name_; }
-  size_t alignment() const override { return kHostAlignment; }
+  size_t alignment() const override { return mapped_ ? kMappedAlignment : kHostAlignment; }
   bool is_host() const override { return true; }
   Device* device() const override { return device_; }
   // Wraps memory owned by someone else (the CPU_Mapped path).

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +138,12 @@ class Writer {
   void set(std::string key, Value value);  // replaces an existing key
   // Tensor bytes are copied; `ne` has n_dims leading entries.
   void add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, std::vector<uint8_t> bytes);
+  // Tensor bytes produced at write time, one tensor in memory at a time:
+  // `fill` receives a buffer of exactly the tensor's size.
+  using FillFn = std::function<void(uint8_t* dst, size_t size)>;
+  void add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, FillFn fill);
+  // Called after each tensor is written (index, count) for progress output.
+  void set_progress(std::function<void(size_t, size_t)> progress) { progress_ = std::move(progress); }
   void write(const std::string& path) const;
   size_t alignment() const;
 
@@ -145,8 +152,11 @@ class Writer {
     std::string name;
     uint32_t type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> bytes;
+    uint64_t size;
+    std::vector<uint8_t> bytes;  // or, when empty and size > 0, fill
+    FillFn fill;
   };
+  std::function<void(size_t, size_t)> progress_;
   std::vector<KeyValue> metadata_;
   std::vector<PendingTensor> tensors_;
 };

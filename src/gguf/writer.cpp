@@ -83,17 +83,35 @@ size_t Writer::alignment() const {
   return 32;
 }
 
-void Writer::add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, std::vector<uint8_t> bytes) {
+namespace {
+
+uint64_t checked_size(const std::string& name, uint32_t type, const std::vector<int64_t>& ne) {
   const TypeInfo* ti = type_info(type);
   if (!ti) fail("tensor '{}': unknown type id {}", name, type);
   if (ne.empty() || ne.size() > 4) fail("tensor '{}': {} dims (1 to 4 allowed)", name, ne.size());
+  for (int64_t n : ne)
+    if (n <= 0) fail("tensor '{}': dim {} is not positive", name, n);
   if (ne[0] % ti->block_size) fail("tensor '{}': ne0 {} is not a multiple of {}", name, ne[0], ti->block_size);
   uint64_t size = static_cast<uint64_t>(ne[0] / ti->block_size) * ti->type_size;
   for (size_t d = 1; d < ne.size(); ++d) size *= static_cast<uint64_t>(ne[d]);
+  return size;
+}
+
+}  // namespace
+
+void Writer::add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, std::vector<uint8_t> bytes) {
+  const uint64_t size = checked_size(name, type, ne);
   if (size != bytes.size()) fail("tensor '{}': {} bytes given, its shape needs {}", name, bytes.size(), size);
   for (const auto& t : tensors_)
     if (t.name == name) fail("tensor '{}' added twice", name);
-  tensors_.push_back({std::move(name), type, std::move(ne), std::move(bytes)});
+  tensors_.push_back({std::move(name), type, std::move(ne), size, std::move(bytes), nullptr});
+}
+
+void Writer::add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, FillFn fill) {
+  const uint64_t size = checked_size(name, type, ne);
+  for (const auto& t : tensors_)
+    if (t.name == name) fail("tensor '{}' added twice", name);
+  tensors_.push_back({std::move(name), type, std::move(ne), size, {}, std::move(fill)});
 }
 
 void Writer::write(const std::string& path) const {
@@ -118,12 +136,21 @@ void Writer::write(const std::string& path) const {
       for (int64_t n : t.ne) s.put<uint64_t>(static_cast<uint64_t>(n));
       s.put<uint32_t>(t.type);
       s.put<uint64_t>(offset);
-      offset += (t.bytes.size() + align - 1) / align * align;
+      offset += (t.size + align - 1) / align * align;
     }
     s.pad_to(align);
-    for (const auto& t : tensors_) {
-      s.bytes(t.bytes.data(), t.bytes.size());
+    std::vector<uint8_t> scratch;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const auto& t = tensors_[i];
+      if (t.fill) {
+        scratch.assign(t.size, 0);
+        t.fill(scratch.data(), scratch.size());
+        s.bytes(scratch.data(), scratch.size());
+      } else {
+        s.bytes(t.bytes.data(), t.bytes.size());
+      }
       s.pad_to(align);
+      if (progress_) progress_(i + 1, tensors_.size());
     }
     if (std::fflush(f) != 0 || fsync(fileno(f)) != 0) fail("writing {} failed: {}", path, std::strerror(errno));
   } catch (...) {

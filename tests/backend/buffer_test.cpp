@@ -116,7 +116,7 @@ TEST(TensorAlloc, MappedBufferWrapsForeignMemory) {
   EXPECT_EQ(buf->type().name(), "CPU_Mapped");
   Context ctx;
   Tensor* t = ctx.new_tensor(DType::F32, {8});
-  EXPECT_THROW(buf->place(*t, 32), Error);  // misaligned for the type
+  EXPECT_THROW(buf->place(*t, 16), Error);  // misaligned for the type
   buf->place(*t, 64);
   EXPECT_EQ(tensor_to_floats(*t)[0], 16.0f);
   EXPECT_THROW(buf->type().alloc(64), Error);  // CPU_Mapped only wraps
