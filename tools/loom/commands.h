@@ -6,6 +6,7 @@ namespace loom::cli {
 
 int cmd_devices(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
+int cmd_test_ops(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 
 }  // namespace loom::cli

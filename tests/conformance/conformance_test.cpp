@@ -1,0 +1,74 @@
+// The op conformance suite on every registered device, one test per device
+// and op so a failure names both. Every supported case must pass; cases a
+// device does not support are counted and printed, not failed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "conformance/conformance.h"
+#include "loom/registry.h"
+
+namespace loom::conformance {
+namespace {
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> names;
+  for (Device* d : Registry::get().devices()) names.emplace_back(d->name());
+  return names;
+}
+
+class Conformance : public ::testing::TestWithParam<std::tuple<std::string, Op>> {};
+
+TEST_P(Conformance, SupportedCasesPass) {
+  const auto& [device_name, op] = GetParam();
+  Device* device = Registry::get().find(device_name);
+  ASSERT_NE(device, nullptr) << device_name;
+  const std::vector<CaseResult> results = run_conformance(*device, Filter{op});
+  ASSERT_FALSE(results.empty());
+  size_t passed = 0, unsupported = 0;
+  for (const CaseResult& r : results) {
+    EXPECT_NE(r.status, CaseStatus::Failed) << r.device << " " << r.name << ": " << r.message;
+    passed += r.status == CaseStatus::Passed;
+    unsupported += r.status == CaseStatus::Unsupported;
+  }
+  std::printf("[ %s %s ] %zu passed, %zu unsupported of %zu\n", device_name.c_str(), std::string(op_name(op)).c_str(),
+              passed, unsupported, results.size());
+}
+
+std::string param_name(const ::testing::TestParamInfo<Conformance::ParamType>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::string(op_name(std::get<1>(info.param)));
+  std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Conformance,
+                         ::testing::Combine(::testing::ValuesIn(device_names()), ::testing::ValuesIn(tested_ops())),
+                         param_name);
+
+// Every op the brief lists has cases, and every type each op accepts.
+TEST(ConformanceCases, CoverEveryOpAndType) {
+  std::map<Op, std::vector<DType>> types;
+  for (const Case& c : all_cases()) {
+    auto& v = types[c.op];
+    if (std::find(v.begin(), v.end(), c.type) == v.end()) v.push_back(c.type);
+  }
+  for (Op op : {Op::GetRows, Op::SetRows, Op::Cpy, Op::Cont, Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Scale, Op::Sqr,
+                Op::Sqrt, Op::SumRows, Op::MulMat, Op::RmsNorm, Op::Norm, Op::Rope, Op::SoftMax, Op::Silu, Op::Gelu,
+                Op::Relu, Op::Argmax, Op::Concat})
+    EXPECT_TRUE(types.count(op)) << op_name(op);
+  for (Op op : {Op::GetRows, Op::SetRows, Op::MulMat, Op::Cpy})
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+      EXPECT_NE(std::find(types[op].begin(), types[op].end(), t), types[op].end()) << op_name(op) << " " << type_name(t);
+  // Every view op is used as an operand somewhere.
+  for (Op view : {Op::View, Op::Reshape, Op::Permute, Op::Transpose}) {
+    const Filter f{view};
+    EXPECT_TRUE(std::any_of(all_cases().begin(), all_cases().end(), [&](const Case& c) { return f.matches(c); }))
+        << op_name(view);
+  }
+}
+
+}  // namespace
+}  // namespace loom::conformance
