@@ -1,46 +1,403 @@
 // mul_mat: dst[i, j] = dot(a row i, b row j) per matrix, a broadcast over b's
-// dims 2-3. Phase 1 packs b into contiguous f32 rows in scratch; phase 2
-// splits a's rows among threads.
+// dims 2-3 (a's rows are contiguous; mul_mat() checks). Phase 1 packs b (any strides) into scratch in the format of the
+// chosen path (see vec.h), split among threads by columns or panels; phase 2
+// hands out chunks of dst (rows x columns of one matrix) through an atomic
+// counter, so a thread that is slowed down takes fewer chunks.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <new>
 
+#include "../cpu_features.h"
 #include "kernels.h"
+#include "loom/log.h"
+#include "vec.h"
 
 namespace loom::cpu {
 
-size_t mul_mat_work_size(const Tensor& dst, int n_threads) {
-  const Tensor& a = *dst.src[0];
-  const Tensor& b = *dst.src[1];
-  return static_cast<size_t>(b.nelements()) * sizeof(float) + n_threads * a.ne[0] * sizeof(float) + 64;
+// ---- ISA choice -----------------------------------------------------------
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
 }
 
-void compute_mul_mat(const ComputeParams& p, Tensor& dst) {
+std::optional<Isa> isa_from_name(std::string_view name) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa_name(isa) == name) return isa;
+  return std::nullopt;
+}
+
+Isa best_isa() {
+  static const Isa best = [] {
+    const CpuFeatures& f = cpu_features();
+    if (f.has_avx512_vnni()) return Isa::Avx512;
+    if (f.has_avx2_fma()) return Isa::Avx2;
+    return Isa::Scalar;
+  }();
+  return best;
+}
+
+namespace {
+
+std::atomic<int> g_forced_isa{-1};
+
+Isa clamp_isa(Isa isa) { return std::min(isa, best_isa()); }
+
+std::optional<Isa> env_isa() {
+  static const std::optional<Isa> isa = []() -> std::optional<Isa> {
+    const char* v = std::getenv("LOOM_CPU_ISA");
+    if (!v || !*v) return std::nullopt;
+    const auto parsed = isa_from_name(v);
+    if (!parsed) log(LogLevel::Warn, "LOOM_CPU_ISA='{}' is not one of scalar, avx2, avx512; ignored", v);
+    return parsed;
+  }();
+  return isa;
+}
+
+}  // namespace
+
+Isa mul_mat_isa() {
+  const int forced = g_forced_isa.load(std::memory_order_relaxed);
+  if (forced >= 0) return clamp_isa(static_cast<Isa>(forced));
+  if (const auto env = env_isa()) return clamp_isa(*env);
+  return best_isa();
+}
+
+void set_mul_mat_isa(std::optional<Isa> isa) { g_forced_isa.store(isa ? static_cast<int>(*isa) : -1); }
+
+const MulMatKernels& mul_mat_kernels(Isa isa) {
+  switch (clamp_isa(isa)) {
+    case Isa::Avx512: {
+      static const MulMatKernels table = [] {
+        MulMatKernels t = mul_mat_kernels_avx512();
+        if (cpu_features().avx512bf16) t.gemm_bf16 = gemm_bf16_avx512bf16;
+        return t;
+      }();
+      return table;
+    }
+    case Isa::Avx2: return mul_mat_kernels_avx2();
+    case Isa::Scalar: break;
+  }
+  return mul_mat_kernels_scalar();
+}
+
+// ---- plan -----------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kABlockBytes = 256 * 1024;  // prepared a rows a chunk reuses (L2)
+constexpr int64_t kDotRowsPerChunk = 16;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
+
+WKind kind_of(DType type) {
+  switch (type) {
+    case DType::F16: return WKind::F16;
+    case DType::BF16: return WKind::BF16;
+    case DType::Q8_0: return WKind::Q8_0;
+    case DType::Q4_0: return WKind::Q4_0;
+    default: return WKind::F32;
+  }
+}
+
+bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
+
+// How the gemm path reads a: straight from the tensor, converted to f32 per
+// chunk, as bf16 pairs (vdpbf16ps), or expanded to bytes per chunk.
+enum class AMode { Direct, Convert, Bf16Pairs, Quant };
+
+struct Plan {
+  const MulMatKernels* kern = nullptr;
+  WKind kind = WKind::F32;
+  int64_t K = 0, M = 0, N = 0, n_mat = 0;
+  bool gemm = false;
+  AMode amode = AMode::Direct;
+  int P = 0, tile_rows = 0;
+  size_t unit_bytes = 0;  // dot: one packed column; gemm: one panel
+  size_t mat_bytes = 0;   // packed b of one matrix
+  int64_t n_units = 0;    // columns (dot) or panels (gemm) per matrix
+  int64_t row_block = 0, col_block = 0;
+  // per-thread scratch
+  size_t gather_off = 0, qtmp_off = 0, ablock_off = 0, ctile_off = 0, thread_bytes = 0;
+  int c_offset = 0;  // C of the kind (see vec.h)
+
+  int64_t n_row_blocks() const { return (M + row_block - 1) / row_block; }
+  int64_t n_col_blocks() const { return gemm ? (N + col_block - 1) / col_block : 1; }
+  int64_t n_chunks() const { return n_mat * n_row_blocks() * n_col_blocks(); }
+  size_t total_bytes(int nth) const {
+    return kAlign /* alignment */ + kAlign /* counter */ + n_mat * mat_bytes + nth * thread_bytes;
+  }
+};
+
+Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
-  const int64_t K = a.ne[0];
-  auto* packed = reinterpret_cast<float*>(p.wdata);
-  {
-    const Range rows = split_range(b.nrows(), p.ith, p.nth);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-      const int64_t i1 = r % b.ne[1], i2 = r / b.ne[1] % b.ne[2], i3 = r / (b.ne[1] * b.ne[2]);
-      const char* in = row_ptr(b, i1, i2, i3);
-      for (int64_t k = 0; k < K; ++k) packed[r * K + k] = *reinterpret_cast<const float*>(in + k * b.nb[0]);
+  Plan p;
+  p.kern = &kern;
+  p.kind = kind_of(a.type);
+  p.K = a.ne[0];
+  p.M = a.ne[1];
+  p.N = b.ne[1];
+  p.n_mat = b.ne[2] * b.ne[3];
+  p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
+  p.P = kern.panel;
+  p.gemm = kern.panel > 0 && p.N >= kern.panel;
+  const int64_t K = p.K;
+  const size_t row_f32 = align_up(K * sizeof(float));
+  const size_t q8_row = align_up(q8_row_bytes(K));
+  p.gather_off = 0;
+  p.qtmp_off = p.gather_off + row_f32;
+  size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
+
+  if (!p.gemm) {
+    p.n_units = p.N;
+    p.unit_bytes = is_quant(p.kind) ? q8_row : row_f32;
+    p.mat_bytes = p.N * p.unit_bytes;
+    p.row_block = kDotRowsPerChunk;
+    p.col_block = p.N;
+    p.ablock_off = p.ctile_off = off;
+    p.thread_bytes = align_up(off);
+    return p;
+  }
+
+  if (is_quant(p.kind)) p.amode = AMode::Quant;
+  else if (p.kind == WKind::F16) p.amode = AMode::Convert;
+  else if (p.kind == WKind::BF16) p.amode = kern.gemm_bf16 && K % 2 == 0 ? AMode::Bf16Pairs : AMode::Convert;
+  else p.amode = AMode::Direct;
+
+  p.tile_rows = p.amode == AMode::Quant ? kern.rows_q8 : kern.rows_f32;
+  p.n_units = (p.N + p.P - 1) / p.P;
+  // Panels of one matrix lie back to back (micro-kernels find the second of a
+  // pair by this size), so they are not padded.
+  if (p.amode == AMode::Quant) p.unit_bytes = q8_panel_bytes(K, p.P);
+  else if (p.amode == AMode::Bf16Pairs) p.unit_bytes = K * p.P * sizeof(uint16_t);
+  else p.unit_bytes = K * p.P * sizeof(float);
+  p.mat_bytes = align_up(p.n_units * p.unit_bytes);
+
+  // Rows per chunk: as many prepared a rows as fit kABlockBytes.
+  const size_t a_row_bytes = p.amode == AMode::Quant ? K + (K / kQBlock) * sizeof(float) : K * sizeof(float);
+  const int64_t tr = p.tile_rows;
+  int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kABlockBytes / std::max<size_t>(a_row_bytes, 1)) / tr) * tr;
+  rows = std::min(rows, (p.M + tr - 1) / tr * tr);
+  // Columns per chunk: all of them unless that leaves too few chunks to share.
+  const int64_t pair = 2 * p.P;
+  int64_t cols = (p.N + pair - 1) / pair * pair;
+  const int64_t want = 8 * static_cast<int64_t>(nth);
+  auto chunks = [&](int64_t r, int64_t c) { return p.n_mat * ((p.M + r - 1) / r) * ((p.N + c - 1) / c); };
+  while (chunks(rows, cols) < want && cols > pair) cols = std::max(pair, (cols / 2 + pair - 1) / pair * pair);
+  while (chunks(rows, cols) < want && rows > tr) rows = std::max(tr, (rows / 2 + tr - 1) / tr * tr);
+  p.row_block = rows;
+  p.col_block = cols;
+
+  p.ablock_off = off;
+  if (p.amode == AMode::Convert) off += align_up(rows * K * sizeof(float));
+  if (p.amode == AMode::Quant) off += align_up(rows * K) + align_up(rows * (K / kQBlock) * sizeof(float));
+  p.ctile_off = off;
+  off += align_up(tr * pair * sizeof(float));
+  p.thread_bytes = align_up(off);
+  return p;
+}
+
+// ---- phase 1: pack b ------------------------------------------------------
+
+struct Scratch {
+  std::atomic<int64_t>* counter;
+  uint8_t* packed;  // n_mat * mat_bytes
+  uint8_t* threads;
+};
+
+Scratch scratch_of(const ComputeParams& params, const Plan& p) {
+  auto base = reinterpret_cast<uintptr_t>(params.wdata);
+  base = (base + kAlign - 1) & ~(kAlign - 1);
+  auto* bytes = reinterpret_cast<uint8_t*>(base);
+  return {reinterpret_cast<std::atomic<int64_t>*>(bytes), bytes + kAlign, bytes + kAlign + p.n_mat * p.mat_bytes};
+}
+
+// b column j of matrix `mat` as contiguous floats (a pointer into b when it
+// already is, else gathered into tmp).
+const float* b_column(const Tensor& b, int64_t mat, int64_t j, float* tmp) {
+  const char* src = row_ptr(b, j, mat % b.ne[2], mat / b.ne[2]);
+  if (b.nb[0] == sizeof(float)) return reinterpret_cast<const float*>(src);
+  for (int64_t k = 0; k < b.ne[0]; ++k) std::memcpy(&tmp[k], src + k * b.nb[0], sizeof(float));
+  return tmp;
+}
+
+void pack_dot_column(const Plan& p, const Tensor& b, int64_t mat, int64_t j, uint8_t* dst, uint8_t* thread) {
+  const int64_t K = p.K;
+  auto* tmp = reinterpret_cast<float*>(thread + p.gather_off);
+  if (!is_quant(p.kind)) {
+    auto* out = reinterpret_cast<float*>(dst);
+    const float* x = b_column(b, mat, j, out);
+    if (x != out) std::memcpy(out, x, K * sizeof(float));
+    return;
+  }
+  const float* x = b_column(b, mat, j, tmp);
+  auto* q = reinterpret_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(dst + K);
+  float* m = d + K / kQBlock;
+  p.kern->quantize_row(x, K, q, d, m);
+  for (int64_t i = 0; i < K / kQBlock; ++i) m[i] *= -static_cast<float>(p.c_offset);
+}
+
+void pack_panel(const Plan& p, const Tensor& b, int64_t mat, int64_t panel, uint8_t* dst, uint8_t* thread) {
+  const int64_t K = p.K, P = p.P, nb = K / kQBlock;
+  auto* tmp = reinterpret_cast<float*>(thread + p.gather_off);
+  std::memset(dst, 0, p.unit_bytes);  // lanes past N stay zero
+  const int64_t j0 = panel * P, j1 = std::min(p.N, j0 + P);
+  for (int64_t j = j0; j < j1; ++j) {
+    const int64_t l = j - j0;
+    const float* x = b_column(b, mat, j, tmp);
+    if (p.amode == AMode::Quant) {
+      uint8_t* qt = thread + p.qtmp_off;
+      auto* q = reinterpret_cast<int8_t*>(qt);
+      auto* d = reinterpret_cast<float*>(qt + K);
+      float* s = d + nb;
+      p.kern->quantize_row(x, K, q, d, s);
+      for (int64_t k4 = 0; k4 < K / 4; ++k4) std::memcpy(dst + (k4 * P + l) * 4, q + k4 * 4, 4);
+      auto* pd = reinterpret_cast<float*>(dst + K * P);
+      float* pm = pd + nb * P;
+      for (int64_t i = 0; i < nb; ++i) {
+        pd[i * P + l] = d[i];
+        pm[i * P + l] = -static_cast<float>(p.c_offset) * s[i];
+      }
+    } else if (p.amode == AMode::Bf16Pairs) {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t k = 0; k < K; ++k) out[(k / 2) * 2 * P + 2 * l + (k & 1)] = fp32_to_bf16(x[k]);
+    } else {
+      auto* out = reinterpret_cast<float*>(dst);
+      for (int64_t k = 0; k < K; ++k) out[k * P + l] = x[k];
     }
   }
-  p.barrier();
-  float* arow = packed + b.nelements() + p.ith * K;
-  const int64_t r2 = b.ne[2] / a.ne[2], r3 = b.ne[3] / a.ne[3];
-  const int64_t n_a_rows = a.ne[1] * b.ne[2] * b.ne[3];
-  const Range rows = split_range(n_a_rows, p.ith, p.nth);
-  const TypeTraits& tt = traits(a.type);
-  for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % a.ne[1], j2 = r / a.ne[1] % b.ne[2], j3 = r / (a.ne[1] * b.ne[2]);
-    tt.to_float(row_ptr(a, i1, j2 / r2, j3 / r3), arow, K);
-    for (int64_t j = 0; j < b.ne[1]; ++j) {
-      const float* brow = packed + ((j3 * b.ne[2] + j2) * b.ne[1] + j) * K;
-      float sum = 0.0f;
-      for (int64_t k = 0; k < K; ++k) sum += arow[k] * brow[k];
-      *reinterpret_cast<float*>(row_ptr(dst, j, j2, j3) + i1 * dst.nb[0]) = sum;
+}
+
+// ---- phase 2 --------------------------------------------------------------
+
+void store(const Tensor& dst, int64_t mat, int64_t i, int64_t j, float v) {
+  *reinterpret_cast<float*>(row_ptr(dst, j, mat % dst.ne[2], mat / dst.ne[2]) + i * dst.nb[0]) = v;
+}
+
+const char* a_row(const Tensor& a, const Tensor& b, int64_t mat, int64_t i) {
+  const int64_t i2 = mat % b.ne[2], i3 = mat / b.ne[2];
+  return row_ptr(a, i, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
+}
+
+void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, const uint8_t* packed, int64_t mat,
+               int64_t r0, int64_t r1) {
+  const DotFn dot = p.kern->dot[static_cast<int>(p.kind)];
+  const uint8_t* bmat = packed + mat * p.mat_bytes;
+  for (int64_t i = r0; i < r1; ++i) {
+    const char* ar = a_row(a, b, mat, i);
+    for (int64_t j = 0; j < p.N; ++j) {
+      float v;
+      dot(p.K, ar, bmat + j * p.unit_bytes, &v);
+      store(dst, mat, i, j, v);
+    }
+  }
+}
+
+void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, const uint8_t* packed, uint8_t* thread,
+                int64_t mat, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const MulMatKernels& kern = *p.kern;
+  const int64_t K = p.K, nb = K / kQBlock, P = p.P, ldc = 2 * P;
+  const uint8_t* bmat = packed + mat * p.mat_bytes;
+  auto* c = reinterpret_cast<float*>(thread + p.ctile_off);
+  uint8_t* ablock = thread + p.ablock_off;
+
+  // Prepare the chunk's a rows once; every panel pair reuses them.
+  auto* af32 = reinterpret_cast<float*>(ablock);
+  uint8_t* aq = ablock;
+  auto* ad = reinterpret_cast<float*>(ablock + align_up(p.row_block * K));
+  if (p.amode == AMode::Convert) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const char* ar = a_row(a, b, mat, i);
+      float* out = af32 + (i - r0) * K;
+      if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
+      else kern.bf16_to_f32(ar, out, K);
+    }
+  } else if (p.amode == AMode::Quant) {
+    const ExpandFn expand = p.kind == WKind::Q8_0 ? kern.expand_q8_0 : kern.expand_q4_0;
+    for (int64_t i = r0; i < r1; ++i) expand(a_row(a, b, mat, i), K, aq + (i - r0) * K, ad + (i - r0) * nb);
+  }
+
+  for (int64_t cp = c0; cp < c1; cp += 2 * P) {
+    const int nv = c1 - cp > P ? 2 : 1;
+    const uint8_t* panels = bmat + (cp / P) * p.unit_bytes;
+    const int64_t ncols = std::min<int64_t>(nv * P, c1 - cp);
+    for (int64_t rt = r0; rt < r1; rt += p.tile_rows) {
+      const int mr = static_cast<int>(std::min<int64_t>(p.tile_rows, r1 - rt));
+      switch (p.amode) {
+        case AMode::Direct: {
+          const auto* ar = reinterpret_cast<const float*>(a_row(a, b, mat, rt));
+          kern.gemm_f32(mr, ar, a.nb[1] / sizeof(float), reinterpret_cast<const float*>(panels), K, nv, c);
+          break;
+        }
+        case AMode::Convert:
+          kern.gemm_f32(mr, af32 + (rt - r0) * K, K, reinterpret_cast<const float*>(panels), K, nv, c);
+          break;
+        case AMode::Bf16Pairs: {
+          const auto* ar = reinterpret_cast<const uint16_t*>(a_row(a, b, mat, rt));
+          kern.gemm_bf16(mr, ar, a.nb[1] / sizeof(uint16_t), reinterpret_cast<const uint16_t*>(panels), K, nv, c);
+          break;
+        }
+        case AMode::Quant:
+          kern.gemm_q8(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, K, panels, nv, c);
+          break;
+      }
+      for (int r = 0; r < mr; ++r)
+        for (int64_t l = 0; l < ncols; ++l) store(dst, mat, rt + r, cp + l, c[r * ldc + l]);
+    }
+  }
+}
+
+}  // namespace
+
+size_t mul_mat_work_size(const Tensor& dst, int n_threads) {
+  // Enough for any level the dispatch may pick between now and compute.
+  size_t need = 0;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa <= best_isa()) need = std::max(need, make_plan(dst, mul_mat_kernels(isa), n_threads).total_bytes(n_threads));
+  return need;
+}
+
+void compute_mul_mat(const ComputeParams& params, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const Tensor& b = *dst.src[1];
+  const Plan p = make_plan(dst, mul_mat_kernels(mul_mat_isa()), params.nth);
+  if (p.total_bytes(params.nth) > params.wsize) {
+    params.errors->report(fmt::format("CPU mul_mat '{}': scratch of {} bytes is smaller than the {} needed", dst.name,
+                                      params.wsize, p.total_bytes(params.nth)));
+    return;
+  }
+  const Scratch s = scratch_of(params, p);
+  uint8_t* thread = s.threads + params.ith * p.thread_bytes;
+
+  if (params.ith == 0) new (s.counter) std::atomic<int64_t>(0);
+  const Range units = split_range(p.n_mat * p.n_units, params.ith, params.nth);
+  for (int64_t u = units.begin; u < units.end; ++u) {
+    const int64_t mat = u / p.n_units, g = u % p.n_units;
+    uint8_t* out = s.packed + mat * p.mat_bytes + g * p.unit_bytes;
+    if (p.gemm) pack_panel(p, b, mat, g, out, thread);
+    else pack_dot_column(p, b, mat, g, out, thread);
+  }
+  params.barrier();
+
+  const int64_t nrb = p.n_row_blocks(), ncb = p.n_col_blocks(), n_chunks = p.n_chunks();
+  for (int64_t ch = s.counter->fetch_add(1, std::memory_order_relaxed); ch < n_chunks;
+       ch = s.counter->fetch_add(1, std::memory_order_relaxed)) {
+    const int64_t mat = ch / (nrb * ncb), rb = ch / ncb % nrb, cb = ch % ncb;
+    const int64_t r0 = rb * p.row_block, r1 = std::min(p.M, r0 + p.row_block);
+    if (p.gemm) {
+      const int64_t c0 = cb * p.col_block, c1 = std::min(p.N, c0 + p.col_block);
+      gemm_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1, c0, c1);
+    } else {
+      dot_chunk(p, a, b, dst, s.packed, mat, r0, r1);
     }
   }
 }

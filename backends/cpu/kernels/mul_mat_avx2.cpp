@@ -1,0 +1,317 @@
+// AVX2 + FMA + F16C mul_mat kernels. Panels are 8 columns wide (one ymm).
+// Quantized weights use maddubs with the sign trick, |w| * sign(q, w), which
+// cannot saturate for Q8_0 (C = 0); Q4_0 nibbles are already non-negative
+// (C = 8, corrected by the m term of the packed b).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "loom/types.h"
+#include "vec.h"
+
+namespace loom::cpu {
+namespace {
+
+constexpr int kP = 8;
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+void quantize_row(const float* x, int64_t k, int8_t* q, float* d, float* s) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    const float* xb = x + b * kQBlock;
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
+    const __m256 ax = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                    _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    const float scale = hmax(ax) / 127.0f;
+    const __m256 inv = _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv));
+    const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+    // packs works within 128-bit lanes; the permute restores element order.
+    const __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]);
+    const __m256i p16b = _mm256_packs_epi32(qi[2], qi[3]);
+    const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+    const __m256i ordered = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQBlock), ordered);
+    d[b] = scale;
+    s[b] = scale * static_cast<float>(sum);
+  }
+}
+
+// ---- float dots ---------------------------------------------------------------
+
+template <class LoadA, class LoadOne>
+inline float dot_float(int64_t k, const float* b, LoadA load_a, LoadOne load_one) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
+         acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    acc0 = _mm256_fmadd_ps(load_a(i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(load_a(i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(load_a(i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(load_a(i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+  }
+  for (; i + 8 <= k; i += 8) acc0 = _mm256_fmadd_ps(load_a(i), _mm256_loadu_ps(b + i), acc0);
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i < k; ++i) sum += load_one(i) * b[i];
+  return sum;
+}
+
+void dot_f32(int64_t k, const void* a_row, const void* b_row, float* out) {
+  const auto* a = static_cast<const float*>(a_row);
+  *out = dot_float(
+      k, static_cast<const float*>(b_row), [a](int64_t i) { return _mm256_loadu_ps(a + i); },
+      [a](int64_t i) { return a[i]; });
+}
+
+void dot_f16(int64_t k, const void* a_row, const void* b_row, float* out) {
+  const auto* a = static_cast<const uint16_t*>(a_row);
+  *out = dot_float(
+      k, static_cast<const float*>(b_row),
+      [a](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i))); },
+      [a](int64_t i) { return half_to_float(a[i]); });
+}
+
+inline __m256 bf16x8_to_f32(const uint16_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+
+void dot_bf16(int64_t k, const void* a_row, const void* b_row, float* out) {
+  const auto* a = static_cast<const uint16_t*>(a_row);
+  *out = dot_float(
+      k, static_cast<const float*>(b_row), [a](int64_t i) { return bf16x8_to_f32(a + i); },
+      [a](int64_t i) { return bf16_to_fp32(a[i]); });
+}
+
+// ---- quantized dots ------------------------------------------------------------
+
+// Sum of 4-byte groups of |w| * sign(q, w) as 8 int32.
+inline __m256i dot_i8(__m256i w, __m256i q) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+inline __m256i q4_block(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i low = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+}
+
+template <class Block, class Load>
+inline float dot_quant(int64_t k, const Block* x, const void* b_row, Load load) {
+  const int64_t nb = k / kQBlock;
+  const auto* q = static_cast<const int8_t*>(b_row);
+  const auto* d = reinterpret_cast<const float*>(q + k);
+  const float* m = d + nb;
+  __m256 acc = _mm256_setzero_ps();
+  float corr = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float da = half_to_float(x[b].d);
+    const __m256i dot = dot_i8(load(x[b]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b * kQBlock)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(da * d[b]), acc);
+    corr += da * m[b];
+  }
+  return hsum(acc) + corr;
+}
+
+void dot_q8_0(int64_t k, const void* a_row, const void* b_row, float* out) {
+  *out = dot_quant(k, static_cast<const BlockQ8_0*>(a_row), b_row, [](const BlockQ8_0& x) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
+  });
+}
+
+void dot_q4_0(int64_t k, const void* a_row, const void* b_row, float* out) {
+  *out = dot_quant(k, static_cast<const BlockQ4_0*>(a_row), b_row, [](const BlockQ4_0& x) { return q4_block(x.qs); });
+}
+
+// ---- conversions and expansion --------------------------------------------------
+
+void f16_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  for (; i < n; ++i) dst[i] = half_to_float(s[i]);
+}
+
+void bf16_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8_to_f32(s + i));
+  for (; i < n; ++i) dst[i] = bf16_to_fp32(s[i]);
+}
+
+void expand_q8_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockQ8_0*>(a_row);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    std::memcpy(q + b * kQBlock, x[b].qs, kQBlock);
+    d[b] = half_to_float(x[b].d);
+  }
+}
+
+void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockQ4_0*>(a_row);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQBlock), q4_block(x[b].qs));
+    d[b] = half_to_float(x[b].d);
+  }
+}
+
+// ---- micro-kernels ----------------------------------------------------------------
+
+template <int MR, int NV>
+void gemm_f32_tile(const float* a, int64_t lda, const float* panels, int64_t k, float* c) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  const float* b0 = panels;
+  const float* b1 = panels + k * kP;
+  for (int64_t i = 0; i < k; ++i) {
+    __m256 bv[NV];
+    bv[0] = _mm256_loadu_ps(b0 + i * kP);
+    if constexpr (NV == 2) bv[1] = _mm256_loadu_ps(b1 + i * kP);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + i);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
+}
+
+template <int MR, int NV>
+void gemm_q8_tile(const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, float* c) {
+  const int64_t nb = k / kQBlock;
+  const size_t stride = q8_panel_bytes(k, kP);
+  const uint8_t* bq[2] = {panels, panels + stride};
+  const float* bd[2] = {reinterpret_cast<const float*>(bq[0] + k * kP),
+                        reinterpret_cast<const float*>(bq[1] + k * kP)};
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    __m256i iacc[MR][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) iacc[r][v] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int qd = 0; qd < kQBlock / 4; ++qd) {
+      const int64_t kq = blk * (kQBlock / 4) + qd;
+      __m256i bv[NV];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq[v] + kq * 4 * kP));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        int32_t w;
+        std::memcpy(&w, aq + r * k + kq * 4, sizeof w);
+        const __m256i av = _mm256_set1_epi32(w);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) iacc[r][v] = _mm256_add_epi32(iacc[r][v], dot_i8(av, bv[v]));
+      }
+    }
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      const __m256 dv = _mm256_loadu_ps(bd[v] + blk * kP);
+      const __m256 mv = _mm256_loadu_ps(bd[v] + (nb + blk) * kP);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r][v]), dv, mv);
+        acc[r][v] = _mm256_fmadd_ps(t, _mm256_set1_ps(ad[r * nb + blk]), acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
+}
+
+constexpr int kRowsF32 = 6;
+constexpr int kRowsQ8 = 2;
+
+template <int MR>
+void gemm_f32_rows(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
+  if constexpr (MR > 0) {
+    if (mr != MR) return gemm_f32_rows<MR - 1>(mr, a, lda, panels, k, nv, c);
+    if (nv == 2) gemm_f32_tile<MR, 2>(a, lda, panels, k, c);
+    else gemm_f32_tile<MR, 1>(a, lda, panels, k, c);
+  }
+}
+
+template <int MR>
+void gemm_q8_rows(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
+  if constexpr (MR > 0) {
+    if (mr != MR) return gemm_q8_rows<MR - 1>(mr, aq, ad, k, panels, nv, c);
+    if (nv == 2) gemm_q8_tile<MR, 2>(aq, ad, k, panels, c);
+    else gemm_q8_tile<MR, 1>(aq, ad, k, panels, c);
+  }
+}
+
+void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
+  gemm_f32_rows<kRowsF32>(mr, a, lda, panels, k, nv, c);
+}
+
+void gemm_q8(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
+  gemm_q8_rows<kRowsQ8>(mr, aq, ad, k, panels, nv, c);
+}
+
+MulMatKernels make_table() {
+  MulMatKernels t;
+  t.isa = Isa::Avx2;
+  t.quantize_row = quantize_row;
+  t.dot = {dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
+  t.f16_to_f32 = f16_to_f32;
+  t.bf16_to_f32 = bf16_to_f32;
+  t.q8_0_offset = 0;
+  t.q4_0_offset = 8;
+  t.panel = kP;
+  t.rows_f32 = kRowsF32;
+  t.rows_q8 = kRowsQ8;
+  t.gemm_f32 = gemm_f32;
+  t.gemm_q8 = gemm_q8;
+  t.expand_q8_0 = expand_q8_0;
+  t.expand_q4_0 = expand_q4_0;
+  return t;
+}
+
+}  // namespace
+
+const MulMatKernels& mul_mat_kernels_avx2() {
+  static const MulMatKernels table = make_table();
+  return table;
+}
+
+}  // namespace loom::cpu

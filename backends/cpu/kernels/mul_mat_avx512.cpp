@@ -1,0 +1,315 @@
+// AVX-512 (F/BW/VL/DQ + VNNI + F16C) mul_mat kernels. Panels are 16 columns
+// wide (one zmm). Quantized weights use vpdpbusd with the weights as the
+// unsigned operand: Q4_0 nibbles as they are (C = 8), Q8_0 biased by +128
+// (C = 128); the per-block m term of the packed b corrects both.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "loom/types.h"
+#include "vec.h"
+
+namespace loom::cpu {
+namespace {
+
+constexpr int kP = 16;
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// [s0 x 8, s1 x 8]
+inline __m512 two_scales(float s0, float s1) {
+  return _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
+}
+
+void quantize_row(const float* x, int64_t k, int8_t* q, float* d, float* s) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + b * kQBlock);
+    const __m512 x1 = _mm512_loadu_ps(x + b * kQBlock + 16);
+    const __m512 ax = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
+    const float amax = _mm512_reduce_max_ps(ax);
+    const float scale = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, inv));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, inv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQBlock), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQBlock + 16), _mm512_cvtsepi32_epi8(q1));
+    d[b] = scale;
+    s[b] = scale * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+  }
+}
+
+// ---- float dots -------------------------------------------------------------
+
+template <class LoadA>
+inline float dot_float(int64_t k, const float* b, LoadA load_a) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(),
+         acc3 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    acc0 = _mm512_fmadd_ps(load_a(i, 0xffff), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(load_a(i + 16, 0xffff), _mm512_loadu_ps(b + i + 16), acc1);
+    acc2 = _mm512_fmadd_ps(load_a(i + 32, 0xffff), _mm512_loadu_ps(b + i + 32), acc2);
+    acc3 = _mm512_fmadd_ps(load_a(i + 48, 0xffff), _mm512_loadu_ps(b + i + 48), acc3);
+  }
+  for (; i < k; i += 16) {
+    const __mmask16 m = k - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (k - i)) - 1);
+    acc0 = _mm512_fmadd_ps(load_a(i, m), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+void dot_f32(int64_t k, const void* a_row, const void* b_row, float* out) {
+  const auto* a = static_cast<const float*>(a_row);
+  *out = dot_float(k, static_cast<const float*>(b_row),
+                   [a](int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, a + i); });
+}
+
+void dot_f16(int64_t k, const void* a_row, const void* b_row, float* out) {
+  const auto* a = static_cast<const uint16_t*>(a_row);
+  *out = dot_float(k, static_cast<const float*>(b_row),
+                   [a](int64_t i, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)); });
+}
+
+inline __m512 bf16x16_to_f32(__m256i v) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+void dot_bf16(int64_t k, const void* a_row, const void* b_row, float* out) {
+  const auto* a = static_cast<const uint16_t*>(a_row);
+  *out = dot_float(k, static_cast<const float*>(b_row),
+                   [a](int64_t i, __mmask16 m) { return bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, a + i)); });
+}
+
+// ---- quantized dots -----------------------------------------------------------
+
+// Two Q4_0 blocks as 64 unsigned nibbles in element order.
+inline __m512i q4_pair(const uint8_t* q0, const uint8_t* q1) {
+  const __m256i qq = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q0))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)), 1);
+  __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(qq), _mm256_srli_epi16(qq, 4), 1);
+  x = _mm512_and_si512(x, _mm512_set1_epi8(0x0f));          // [lo0 | lo1 | hi0 | hi1]
+  return _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0));  // [lo0 | hi0 | lo1 | hi1]
+}
+
+// Two Q8_0 blocks biased to unsigned.
+inline __m512i q8_pair(const int8_t* q0, const int8_t* q1) {
+  const __m512i x =
+      _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0))),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q1)), 1);
+  return _mm512_xor_si512(x, _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
+// Sum over blocks of d_a * (d_b * dot(w + C, q) + m), two blocks per step;
+// an odd last block pairs with an empty one.
+template <class Block, class Pair>
+inline float dot_quant(int64_t k, const Block* x, const void* b_row, Pair pair, const Block& zero_block) {
+  const int64_t nb = k / kQBlock;
+  const auto* q = static_cast<const int8_t*>(b_row);
+  const auto* d = reinterpret_cast<const float*>(q + k);
+  const float* m = d + nb;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool both = b + 1 < nb;
+    const Block& x1 = both ? x[b + 1] : zero_block;
+    const __m512i av = pair(x[b], x1);
+    const __m512i bv = _mm512_maskz_loadu_epi8(both ? ~0ull : 0xffffffffull, q + b * kQBlock);
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), av, bv);
+    const __m512 db = two_scales(d[b], both ? d[b + 1] : 0.0f);
+    const __m512 mb = _mm512_maskz_mov_ps(0x0101, two_scales(m[b], both ? m[b + 1] : 0.0f));
+    const __m512 da = two_scales(half_to_float(x[b].d), both ? half_to_float(x1.d) : 0.0f);
+    acc = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), db, mb), da, acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+void dot_q4_0(int64_t k, const void* a_row, const void* b_row, float* out) {
+  static const BlockQ4_0 zero{};
+  *out = dot_quant(k, static_cast<const BlockQ4_0*>(a_row), b_row,
+                   [](const BlockQ4_0& x0, const BlockQ4_0& x1) { return q4_pair(x0.qs, x1.qs); }, zero);
+}
+
+void dot_q8_0(int64_t k, const void* a_row, const void* b_row, float* out) {
+  static const BlockQ8_0 zero{};
+  *out = dot_quant(k, static_cast<const BlockQ8_0*>(a_row), b_row,
+                   [](const BlockQ8_0& x0, const BlockQ8_0& x1) { return q8_pair(x0.qs, x1.qs); }, zero);
+}
+
+// ---- conversions and expansion -------------------------------------------------
+
+void f16_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
+  }
+}
+
+void bf16_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, s + i)));
+  }
+}
+
+void expand_q8_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockQ8_0*>(a_row);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQBlock), _mm256_xor_si256(v, bias));
+    d[b] = half_to_float(x[b].d);
+  }
+}
+
+void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockQ4_0*>(a_row);
+  const __m128i low = _mm_set1_epi8(0x0f);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQBlock), _mm_and_si128(v, low));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQBlock + 16), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+    d[b] = half_to_float(x[b].d);
+  }
+}
+
+// ---- micro-kernels ---------------------------------------------------------------
+
+template <int MR, int NV>
+void gemm_f32_tile(const float* a, int64_t lda, const float* panels, int64_t k, float* c) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const float* b0 = panels;
+  const float* b1 = panels + k * kP;
+  for (int64_t i = 0; i < k; ++i) {
+    __m512 bv[NV];
+    bv[0] = _mm512_loadu_ps(b0 + i * kP);
+    if constexpr (NV == 2) bv[1] = _mm512_loadu_ps(b1 + i * kP);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
+}
+
+template <int MR, int NV>
+void gemm_q8_tile(const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, float* c) {
+  const int64_t nb = k / kQBlock;
+  const size_t stride = q8_panel_bytes(k, kP);
+  const uint8_t* bq[2] = {panels, panels + stride};
+  const float* bd[2] = {reinterpret_cast<const float*>(bq[0] + k * kP),
+                        reinterpret_cast<const float*>(bq[1] + k * kP)};
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    __m512i iacc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) iacc[r][v] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int qd = 0; qd < kQBlock / 4; ++qd) {
+      const int64_t kq = blk * (kQBlock / 4) + qd;
+      __m512i bv[NV];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(bq[v] + kq * 4 * kP);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i av = _mm512_set1_epi32(static_cast<int>(load_u32(aq + r * k + kq * 4)));
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], av, bv[v]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      const __m512 dv = _mm512_loadu_ps(bd[v] + blk * kP);
+      const __m512 mv = _mm512_loadu_ps(bd[v] + (nb + blk) * kP);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][v]), dv, mv);
+        acc[r][v] = _mm512_fmadd_ps(t, _mm512_set1_ps(ad[r * nb + blk]), acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
+}
+
+constexpr int kRowsF32 = 8;
+constexpr int kRowsQ8 = 6;
+
+template <int MR>
+void gemm_f32_rows(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
+  if constexpr (MR > 0) {
+    if (mr != MR) return gemm_f32_rows<MR - 1>(mr, a, lda, panels, k, nv, c);
+    if (nv == 2) gemm_f32_tile<MR, 2>(a, lda, panels, k, c);
+    else gemm_f32_tile<MR, 1>(a, lda, panels, k, c);
+  }
+}
+
+template <int MR>
+void gemm_q8_rows(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
+  if constexpr (MR > 0) {
+    if (mr != MR) return gemm_q8_rows<MR - 1>(mr, aq, ad, k, panels, nv, c);
+    if (nv == 2) gemm_q8_tile<MR, 2>(aq, ad, k, panels, c);
+    else gemm_q8_tile<MR, 1>(aq, ad, k, panels, c);
+  }
+}
+
+void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
+  gemm_f32_rows<kRowsF32>(mr, a, lda, panels, k, nv, c);
+}
+
+void gemm_q8(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
+  gemm_q8_rows<kRowsQ8>(mr, aq, ad, k, panels, nv, c);
+}
+
+MulMatKernels make_table() {
+  MulMatKernels t;
+  t.isa = Isa::Avx512;
+  t.quantize_row = quantize_row;
+  t.dot = {dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
+  t.f16_to_f32 = f16_to_f32;
+  t.bf16_to_f32 = bf16_to_f32;
+  t.q8_0_offset = 128;
+  t.q4_0_offset = 8;
+  t.panel = kP;
+  t.rows_f32 = kRowsF32;
+  t.rows_q8 = kRowsQ8;
+  t.gemm_f32 = gemm_f32;
+  t.gemm_q8 = gemm_q8;
+  t.expand_q8_0 = expand_q8_0;
+  t.expand_q4_0 = expand_q4_0;
+  return t;
+}
+
+}  // namespace
+
+const MulMatKernels& mul_mat_kernels_avx512() {
+  static const MulMatKernels table = make_table();
+  return table;
+}
+
+}  // namespace loom::cpu

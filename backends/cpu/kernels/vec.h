@@ -1,0 +1,104 @@
+// Internal interface of the CPU mul_mat kernels: the ISA levels and how one is
+// chosen, the packed formats of the b operand, and the table of kernels each
+// ISA level provides. mul_mat.cpp drives them (packing, chunking, threads);
+// mul_mat_scalar.cpp, mul_mat_avx2.cpp, mul_mat_avx512.cpp and
+// mul_mat_avx512bf16.cpp fill the tables, each compiled with its own flags.
+//
+// Two paths:
+//  - dot path (few b columns, e.g. mat-vec): b is packed per column in a "row
+//    format" and each dst element is one dot product of an a row with it.
+//  - gemm path (many columns): b is packed in panels of P columns, k-major, and
+//    a micro-kernel computes a tile of rows x 2 panels in registers.
+// Quantized weights (Q8_0, Q4_0) multiply integer activations: b is quantized
+// to blocks of 32 int8 q with a float scale d (d = amax/127, q = rint(x/d)),
+// and per block m = -C * d * sum(q), where C is the offset the kernel adds to
+// the weights to make them unsigned (8 for Q4_0 nibbles, 128 for biased
+// Q8_0, 0 where the kernel handles signs itself). A block then contributes
+//   d_a * (d_b * dot(w + C, q) + m).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace loom::cpu {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+std::string_view isa_name(Isa isa);
+std::optional<Isa> isa_from_name(std::string_view name);  // "scalar", "avx2", "avx512"
+// Highest level this CPU can run.
+Isa best_isa();
+// Level mul_mat uses: best_isa(), lowered by LOOM_CPU_ISA or set_mul_mat_isa.
+Isa mul_mat_isa();
+// Forces a level (tests, comparisons); a level above best_isa() is clamped,
+// so no kernel the CPU cannot run is ever called. nullopt restores the default.
+void set_mul_mat_isa(std::optional<Isa> isa);
+
+inline constexpr int kQBlock = 32;  // elements per quantization block
+
+// Weight kinds, the index of per-kind table entries.
+enum class WKind { F32, F16, BF16, Q8_0, Q4_0 };
+inline constexpr int kWKinds = 5;
+
+// Row format of a quantized b column of k elements: int8 q[k], then float
+// d[k/32], then float m[k/32].
+inline size_t q8_row_bytes(int64_t k) { return static_cast<size_t>(k) + static_cast<size_t>(k / kQBlock) * 8; }
+
+// x[k] -> q[k], d[k/32], s[k/32] with s = d * sum(q). Same result on every ISA.
+using QuantizeRowFn = void (*)(const float* x, int64_t k, int8_t* q, float* d, float* s);
+// out = dot(a row, b column in row format); a row of the kernel's weight kind.
+using DotFn = void (*)(int64_t k, const void* a_row, const void* b_row, float* out);
+// Converts a row of F16 / BF16 to f32.
+using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
+// Expands a quantized a row into one byte per element (in the encoding the
+// ISA's gemm_q8 expects) and its block scales as floats.
+using ExpandFn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d);
+
+// Micro-kernels compute c[r][l] (r < mr, l < nv * P, row stride 2P) for rows
+// of a and nv (1 or 2) consecutive b panels.
+//   f32:  a rows of f32 `lda` elements apart; panel = float[k][P].
+//   bf16: a rows of bf16 pairs; panel = bf16[k/2][P][2] (k even).
+//   q8:   a rows expanded (lda bytes apart) with scales ad (k/32 per row);
+//         panel = int8[k/4][P][4], float d[k/32][P], float m[k/32][P].
+using GemmF32Fn = void (*)(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c);
+using GemmBf16Fn = void (*)(int mr, const uint16_t* a, int64_t lda, const uint16_t* panels, int64_t k, int nv,
+                            float* c);
+using GemmQ8Fn = void (*)(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv,
+                          float* c);
+
+struct MulMatKernels {
+  Isa isa = Isa::Scalar;
+  QuantizeRowFn quantize_row = nullptr;
+  std::array<DotFn, kWKinds> dot{};  // b row format: f32 for float kinds, q8 row for quantized
+  ToF32Fn f16_to_f32 = nullptr;
+  ToF32Fn bf16_to_f32 = nullptr;
+  int q8_0_offset = 0;  // C for Q8_0 weights (see top)
+  int q4_0_offset = 0;  // C for Q4_0 weights
+  // gemm path; panel == 0 means this level has none (dot path only).
+  int panel = 0;
+  int rows_f32 = 0;  // rows per micro-kernel call (gemm_f32, gemm_bf16)
+  int rows_q8 = 0;   // rows per micro-kernel call (gemm_q8)
+  GemmF32Fn gemm_f32 = nullptr;
+  GemmBf16Fn gemm_bf16 = nullptr;  // null: BF16 converts to f32
+  GemmQ8Fn gemm_q8 = nullptr;
+  ExpandFn expand_q8_0 = nullptr;
+  ExpandFn expand_q4_0 = nullptr;
+};
+
+// Bytes of one gemm panel of P columns and k elements for a quantized kind.
+inline size_t q8_panel_bytes(int64_t k, int p) {
+  return static_cast<size_t>(k) * p + static_cast<size_t>(k / kQBlock) * p * 8;
+}
+
+const MulMatKernels& mul_mat_kernels_scalar();
+const MulMatKernels& mul_mat_kernels_avx2();    // only if best_isa() >= Avx2
+const MulMatKernels& mul_mat_kernels_avx512();  // only if best_isa() >= Avx512
+// vdpbf16ps micro-kernel (mul_mat_avx512bf16.cpp); call only with AVX512_BF16.
+void gemm_bf16_avx512bf16(int mr, const uint16_t* a, int64_t lda, const uint16_t* panels, int64_t k, int nv,
+                          float* c);
+// The table for a level (clamped to best_isa()).
+const MulMatKernels& mul_mat_kernels(Isa isa);
+
+}  // namespace loom::cpu

@@ -1,0 +1,175 @@
+// CPU mul_mat against a double-precision reference, for every weight type on
+// every ISA level this CPU runs (forced through set_mul_mat_isa), with odd
+// shapes, broadcasting, non-contiguous b, and 1 and 2 threads.
+//
+// The reference uses the dequantized weights. For Q8_0/Q4_0 it also quantizes
+// b exactly as the kernels do (32-element blocks, d = amax/127 in float,
+// q = rint(x/d)), so what remains is f32 rounding: the tolerance is 1e-4 of
+// sum |a*b| over the dot product. BF16 weights may round b to bf16
+// (vdpbf16ps), a relative error of at most 2^-9 per element: tolerance 4e-3.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cpu/kernels/vec.h"
+#include "loom/graph.h"
+#include "loom/ops.h"
+#include "loom/registry.h"
+#include "loom/tensor_alloc.h"
+
+namespace loom {
+namespace {
+
+using cpu::Isa;
+
+enum class BLayout { Contiguous, Transposed, Permuted };
+
+struct Case {
+  int64_t K, M, N;
+  int64_t a2 = 1, a3 = 1, b2 = 1, b3 = 1;
+  BLayout layout = BLayout::Contiguous;
+};
+
+std::string describe(const Case& c, DType type, Isa isa, int threads) {
+  static const char* kLayouts[] = {"contiguous", "transposed", "permuted"};
+  return fmt::format("{} isa={} threads={} K={} M={} N={} a=[{},{}] b=[{},{}] b {}", type_name(type),
+                     cpu::isa_name(isa), threads, c.K, c.M, c.N, c.a2, c.a3, c.b2, c.b3,
+                     kLayouts[static_cast<int>(c.layout)]);
+}
+
+// b after the kernels' quantization, as they see it.
+std::vector<double> quantize_like_kernels(const std::vector<float>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b = 0; b < x.size(); b += cpu::kQBlock) {
+    float amax = 0.0f;
+    for (int i = 0; i < cpu::kQBlock; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float d = amax / 127.0f;
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < cpu::kQBlock; ++i) out[b + i] = std::nearbyint(x[b + i] * inv) * static_cast<double>(d);
+  }
+  return out;
+}
+
+void check(const Case& c, DType type, Isa isa, int threads, uint32_t seed) {
+  SCOPED_TRACE(describe(c, type, isa, threads));
+  cpu::set_mul_mat_isa(isa);
+  ASSERT_EQ(cpu::mul_mat_isa(), isa);
+
+  Context ctx;
+  Tensor* a = ctx.new_tensor(type, {c.K, c.M, c.a2, c.a3});
+  Tensor* storage = nullptr;
+  Tensor* b = nullptr;
+  switch (c.layout) {
+    case BLayout::Contiguous:
+      b = storage = ctx.new_tensor(DType::F32, {c.K, c.N, c.b2, c.b3});
+      break;
+    case BLayout::Transposed:
+      storage = ctx.new_tensor(DType::F32, {c.N, c.K, c.b2, c.b3});
+      b = transpose(ctx, storage);
+      break;
+    case BLayout::Permuted:
+      storage = ctx.new_tensor(DType::F32, {c.K, c.b2, c.N, c.b3});
+      b = permute(ctx, storage, {0, 2, 1, 3});
+      break;
+  }
+  ASSERT_EQ(b->ne, (std::array<int64_t, 4>{c.K, c.N, c.b2, c.b3}));
+  Tensor* out = mul_mat(ctx, a, b);
+  auto alloc = allocate_tensors(ctx, Registry::get().cpu().default_buffer_type());
+
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> av(a->nelements()), sv(storage->nelements());
+  for (float& v : av) v = dist(rng);
+  for (float& v : sv) v = dist(rng);
+  tensor_from_floats(*a, av);
+  tensor_from_floats(*storage, sv);
+  const std::vector<float> a_deq = tensor_to_floats(*a);
+
+  auto backend = Registry::get().cpu().create_backend({.n_threads = threads});
+  Graph graph = Graph::build(out);
+  backend->compute(graph);
+  const std::vector<float> got = tensor_to_floats(*out);
+
+  const bool quant = type == DType::Q8_0 || type == DType::Q4_0;
+  const double rel = type == DType::BF16 ? 4e-3 : 1e-4;
+  int bad = 0;
+  for (int64_t i3 = 0; i3 < c.b3; ++i3)
+    for (int64_t i2 = 0; i2 < c.b2; ++i2)
+      for (int64_t j = 0; j < c.N; ++j) {
+        std::vector<float> col(c.K);
+        for (int64_t k = 0; k < c.K; ++k) {
+          switch (c.layout) {
+            case BLayout::Contiguous: col[k] = sv[k + c.K * (j + c.N * (i2 + c.b2 * i3))]; break;
+            case BLayout::Transposed: col[k] = sv[j + c.N * (k + c.K * (i2 + c.b2 * i3))]; break;
+            case BLayout::Permuted: col[k] = sv[k + c.K * (i2 + c.b2 * (j + c.N * i3))]; break;
+          }
+        }
+        std::vector<double> bref = quant ? quantize_like_kernels(col) : std::vector<double>(col.begin(), col.end());
+        const int64_t ia2 = i2 / (c.b2 / c.a2), ia3 = i3 / (c.b3 / c.a3);
+        for (int64_t i = 0; i < c.M; ++i) {
+          const float* arow = &a_deq[c.K * (i + c.M * (ia2 + c.a2 * ia3))];
+          double ref = 0.0, mag = 0.0;
+          for (int64_t k = 0; k < c.K; ++k) {
+            ref += arow[k] * bref[k];
+            mag += std::fabs(arow[k] * bref[k]);
+          }
+          const float v = got[i + c.M * (j + c.N * (i2 + c.b2 * i3))];
+          if (!(std::fabs(v - ref) <= rel * mag + 1e-5) && bad++ < 5)
+            ADD_FAILURE() << "dst[" << i << ", " << j << ", " << i2 << ", " << i3 << "] = " << v << ", expected "
+                          << ref << " (sum |a*b| " << mag << ")";
+        }
+      }
+  EXPECT_EQ(bad, 0);
+}
+
+std::vector<Isa> levels() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa <= cpu::best_isa()) out.push_back(isa);
+  return out;
+}
+
+class MulMatTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void TearDown() override { cpu::set_mul_mat_isa(std::nullopt); }
+  void run(const Case& c) {
+    uint32_t seed = 1;
+    for (Isa isa : levels())
+      for (int threads : {1, 2}) check(c, GetParam(), isa, threads, seed++);
+  }
+};
+
+TEST_P(MulMatTest, MatVec) { run({.K = 96, .M = 37, .N = 1}); }
+TEST_P(MulMatTest, FewColumns) { run({.K = 160, .M = 29, .N = 5}); }
+TEST_P(MulMatTest, OddTiles) { run({.K = 160, .M = 53, .N = 45}); }
+TEST_P(MulMatTest, JustOverOnePanel) { run({.K = 32, .M = 7, .N = 17}); }
+TEST_P(MulMatTest, ManyChunks) { run({.K = 352, .M = 203, .N = 71}); }
+TEST_P(MulMatTest, Broadcast) { run({.K = 96, .M = 19, .N = 35, .a2 = 2, .a3 = 1, .b2 = 4, .b3 = 3}); }
+TEST_P(MulMatTest, BroadcastMatVec) { run({.K = 64, .M = 11, .N = 1, .a2 = 1, .a3 = 2, .b2 = 3, .b3 = 2}); }
+TEST_P(MulMatTest, TransposedB) {
+  run({.K = 96, .M = 21, .N = 40, .layout = BLayout::Transposed});
+  run({.K = 96, .M = 21, .N = 3, .layout = BLayout::Transposed});
+}
+TEST_P(MulMatTest, PermutedB) {
+  run({.K = 64, .M = 13, .N = 33, .a2 = 1, .a3 = 1, .b2 = 3, .b3 = 1, .layout = BLayout::Permuted});
+  run({.K = 64, .M = 13, .N = 2, .a2 = 1, .a3 = 1, .b2 = 3, .b3 = 1, .layout = BLayout::Permuted});
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
+
+TEST(MulMatDispatch, NeverAboveTheCpu) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    cpu::set_mul_mat_isa(isa);
+    EXPECT_LE(cpu::mul_mat_isa(), cpu::best_isa());
+    EXPECT_LE(cpu::mul_mat_isa(), isa);
+  }
+  cpu::set_mul_mat_isa(std::nullopt);
+  EXPECT_EQ(cpu::isa_from_name("avx2"), Isa::Avx2);
+  EXPECT_EQ(cpu::isa_from_name("sse9"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace loom
