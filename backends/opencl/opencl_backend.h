@@ -1,0 +1,46 @@
+// The OpenCL backend: enqueues one kernel per graph node on its device's
+// in-order queue and returns; synchronize() waits and reports bad data seen
+// by kernels (row indices out of range), naming the node. Async copies and
+// events use the same queue, so they order with compute.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "loom/backend.h"
+#include "opencl_device.h"
+
+namespace loom::opencl {
+
+class OpenClBackend final : public Backend {
+ public:
+  explicit OpenClBackend(OpenClDevice& device);
+  Device& device() const override { return device_; }
+  void compute(Graph& graph) override;
+  void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override;
+  void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override;
+  bool copy_tensor_async(const Tensor& src, Tensor& dst) override;
+  void synchronize() override;
+  std::unique_ptr<Event> create_event() override;
+
+  OpenClDevice& cl_device() const { return device_; }
+  cl_command_queue queue() const { return device_.queue(); }
+
+  // Used by the op launchers (opencl_ops.cpp).
+  cl_kernel kernel(const char* name);
+  cl_mem error_buffer() const { return errors_.get(); }
+  // Registers a message for a kernel to report (with the bad value); returns its label.
+  int add_error_label(std::string message);
+
+ private:
+  void enqueue_node(Tensor& node);  // opencl_ops.cpp
+  void check_errors();
+
+  OpenClDevice& device_;
+  std::unordered_map<std::string, KernelHandle> kernels_;
+  MemHandle errors_;  // int[4]: flag, label, value, unused
+  std::vector<std::string> error_labels_;
+};
+
+}  // namespace loom::opencl

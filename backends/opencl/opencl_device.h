@@ -1,0 +1,78 @@
+// The OpenCL device family: one Device per OpenCL device of every platform
+// (OpenCL0, OpenCL1, ... across platforms), each with its own device memory,
+// even where the platform runs on the host CPU (PoCL). A GPU reports type
+// GPU; every other kind (CPU, accelerator) reports ACCEL, since Loom's CPU
+// type means host memory. The devices of one platform share a cl_context,
+// so copies between them stay inside OpenCL. Each device has one in-order
+// queue shared by its buffers and backends: a synchronous buffer read sees
+// every operation queued before it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "loom/registry.h"
+#include "opencl_buffer.h"
+#include "opencl_runtime.h"
+
+namespace loom::opencl {
+
+// One platform's context, shared by its devices.
+struct Platform {
+  cl_platform_id id = nullptr;
+  std::string name;
+  ContextHandle context;
+};
+
+class OpenClDevice final : public Device {
+ public:
+  OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_device_id id);
+
+  std::string_view name() const override { return name_; }
+  std::string description() const override { return description_; }
+  DeviceType type() const override { return type_; }
+  MemoryInfo memory() const override;
+  DeviceCaps caps() const override { return {.async = true, .events = true, .host_buffer = true}; }
+  std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
+  BufferType& default_buffer_type() override { return buffer_type_; }
+  BufferType* host_buffer_type() override { return &host_buffer_type_; }
+  bool supports_op(const Tensor& node) const override;
+  bool supports_buffer_type(const BufferType& type) const override { return &type == &buffer_type_; }
+  // Big matrix products pay for copying their weight here.
+  bool offload_op(const Tensor& node) const override;
+
+  cl_device_id id() const { return id_; }
+  cl_context context() const { return platform_->context.get(); }
+  const Platform& platform() const { return *platform_; }
+  cl_command_queue queue() const { return queue_.get(); }
+  ProgramCache& programs() { return programs_; }
+  size_t max_alloc() const { return max_alloc_; }
+  size_t alignment() const { return alignment_; }
+  size_t max_work_group() const { return max_work_group_; }
+  // Tracks bytes allocated, for memory().free.
+  void note_alloc(size_t bytes) { allocated_ += bytes; }
+  void note_free(size_t bytes) { allocated_ -= bytes; }
+
+ private:
+  std::string name_;
+  std::string description_;
+  DeviceType type_;
+  std::shared_ptr<Platform> platform_;
+  cl_device_id id_;
+  QueueHandle queue_;
+  ProgramCache programs_;
+  size_t total_memory_ = 0;
+  size_t max_alloc_ = 0;
+  size_t alignment_ = 128;
+  size_t max_work_group_ = 1;
+  std::atomic<size_t> allocated_{0};
+  OpenClBufferType buffer_type_;
+  OpenClHostBufferType host_buffer_type_;
+};
+
+// Whether an OpenCL kernel exists for this node's op, types and layout
+// (operand placement is checked by OpenClDevice::supports_op).
+bool kernel_supports(const Tensor& node);
+
+}  // namespace loom::opencl

@@ -1,0 +1,255 @@
+// What the OpenCL kernels can run (kernel_supports) and how each node is
+// launched (OpenClBackend::enqueue_node). Kernels live in kernels/*.cl.
+#include <algorithm>
+
+#include "loom/error.h"
+#include "opencl_backend.h"
+
+namespace loom::opencl {
+namespace {
+
+bool is_plain_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// Quantized tensors must step whole blocks along dim 0.
+bool rows_ok(const Tensor& t) { return !is_quantized(t.type) || t.has_contiguous_rows(); }
+
+int type_code(DType t) { return static_cast<int>(t); }
+
+// Sets kernel arguments in order; a tensor is four of them (see common.cl).
+class Args {
+ public:
+  Args(cl_kernel k, cl_mem dummy, const char* name) : k_(k), dummy_(dummy), name_(name) {}
+  template <class T>
+  Args& value(const T& v) {
+    check(clSetKernelArg(k_, i_++, sizeof(T), &v), fmt::format("setting argument {} of kernel {}", i_ - 1, name_));
+    return *this;
+  }
+  Args& tensor(const Tensor& t) {
+    OpenClBuffer* b = opencl_buffer_of(t);
+    // A zero-byte tensor lives in an empty buffer: any valid cl_mem will do.
+    const cl_mem mem = b ? b->mem() : dummy_;
+    const cl_ulong offset = b ? b->offset_in(t) : 0;
+    cl_long4 ne;
+    cl_ulong4 nb;
+    for (int i = 0; i < 4; ++i) {
+      ne.s[i] = t.ne[i];
+      nb.s[i] = t.nb[i];
+    }
+    return value(mem).value(offset).value(ne).value(nb);
+  }
+  Args& absent() {  // an unused tensor argument
+    cl_long4 ne = {{1, 1, 1, 1}};
+    cl_ulong4 nb = {{0, 0, 0, 0}};
+    return value(dummy_).value(cl_ulong{0}).value(ne).value(nb);
+  }
+
+ private:
+  cl_kernel k_;
+  cl_mem dummy_;
+  const char* name_;
+  cl_uint i_ = 0;
+};
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+}  // namespace
+
+bool kernel_supports(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  switch (node.op) {
+    case Op::None:
+    case Op::View:
+    case Op::Reshape:
+    case Op::Permute:
+    case Op::Transpose:
+      return true;
+    case Op::GetRows:
+      return node.type == DType::F32 && (is_plain_float(a->type) || is_quantized(a->type)) && rows_ok(*a) &&
+             b->type == DType::I32;
+    case Op::SetRows:
+      return a->type == DType::F32 && b->type == DType::I32 &&
+             (is_plain_float(node.type) || is_quantized(node.type)) && rows_ok(node);
+    case Op::Cpy:
+    case Op::Cont: {
+      const DType s = a->type, d = node.type;
+      if (!rows_ok(*a) || !rows_ok(node)) return false;
+      if (s == DType::I32 || d == DType::I32) return s == d;
+      if (is_quantized(d) || is_quantized(s)) return a->ne[0] == node.ne[0];
+      return is_plain_float(s) && is_plain_float(d);
+    }
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+      return node.type == DType::F32 && a->type == DType::F32 && b->type == DType::F32;
+    case Op::Scale:
+    case Op::Sqr:
+    case Op::Sqrt:
+    case Op::Silu:
+    case Op::Gelu:
+    case Op::Relu:
+    case Op::SumRows:
+    case Op::RmsNorm:
+    case Op::Norm:
+      return node.type == DType::F32 && a->type == DType::F32;
+    case Op::Argmax:
+      return node.type == DType::I32 && a->type == DType::F32;
+    case Op::Concat:
+      return a->type == b->type && node.type == a->type && (is_plain_float(a->type) || a->type == DType::I32);
+    case Op::Rope:
+      return node.type == DType::F32 && a->type == DType::F32 && b->type == DType::I32 &&
+             (node.param_i32(1) == static_cast<int32_t>(RopeMode::Normal) ||
+              node.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX));
+    case Op::SoftMax:
+      return node.type == DType::F32 && a->type == DType::F32 &&
+             (!b || ((b->type == DType::F32 || b->type == DType::F16) && b->has_contiguous_rows()));
+    case Op::MulMat:
+      return node.type == DType::F32 && b->type == DType::F32 && a->has_contiguous_rows() &&
+             (is_plain_float(a->type) || is_quantized(a->type));
+    case Op::Count:
+      break;
+  }
+  return false;
+}
+
+void OpenClBackend::enqueue_node(Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  const cl_mem dummy = error_buffer();
+  const size_t max_wg = std::max<size_t>(1, device_.max_work_group());
+  // Local size along dim 0: a power of two covering short rows, at most 64.
+  auto local_for = [max_wg](int64_t n) {
+    size_t l = 1;
+    while (l < static_cast<size_t>(n) && l < 64 && l * 2 <= max_wg) l *= 2;
+    return l;
+  };
+  auto launch = [&](cl_kernel k, const char* name, int64_t g0, int64_t g1, int64_t g2) {
+    if (g0 <= 0 || g1 <= 0 || g2 <= 0) return;
+    const size_t local[3] = {local_for(g0), 1, 1};
+    const size_t global[3] = {round_up(static_cast<size_t>(g0), local[0]), static_cast<size_t>(g1),
+                              static_cast<size_t>(g2)};
+    check(clEnqueueNDRangeKernel(queue(), k, 3, nullptr, global, local, 0, nullptr, nullptr),
+          fmt::format("{}: running kernel {} for '{}' {}", device_.name(), name, node.name, node.shape_string()));
+  };
+  auto start = [&](const char* name) { return std::pair<cl_kernel, Args>(kernel(name), Args(kernel(name), dummy, name)); };
+  const int64_t rows = node.ne[1], mats = node.ne[2] * node.ne[3];
+
+  switch (node.op) {
+    case Op::GetRows: {
+      auto [k, args] = start("k_get_rows");
+      const int label = add_error_label(fmt::format("get_rows '{}' from '{}' ({} rows)", node.name, a->name, a->ne[1]));
+      args.tensor(*a).value(type_code(a->type)).tensor(*b).tensor(node).value(dummy).value(cl_int{label});
+      return launch(k, "k_get_rows", node.ne[0], b->ne[0], b->ne[1] * b->ne[2]);
+    }
+    case Op::SetRows: {
+      const bool q = is_quantized(node.type);
+      const char* name = q ? "k_set_rows_q" : "k_set_rows";
+      auto [k, args] = start(name);
+      const Tensor* target = node.view_src ? node.view_src : &node;
+      const int label = add_error_label(fmt::format("set_rows '{}' into '{}' ({} rows)", node.name, target->name, node.ne[1]));
+      args.tensor(*a).tensor(*b).tensor(node).value(type_code(node.type)).value(dummy).value(cl_int{label});
+      const int64_t n0 = q ? a->ne[0] / traits(node.type).block_size : a->ne[0];
+      return launch(k, name, n0, a->ne[1], a->ne[2] * a->ne[3]);
+    }
+    case Op::Cpy:
+    case Op::Cont: {
+      const bool q = is_quantized(node.type);
+      const char* name = q ? "k_cpy_q" : "k_cpy";
+      auto [k, args] = start(name);
+      args.tensor(*a).value(type_code(a->type)).tensor(node).value(type_code(node.type));
+      const int64_t n0 = q ? node.ne[0] / traits(node.type).block_size : node.ne[0];
+      return launch(k, name, n0, rows, mats);
+    }
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div: {
+      const cl_int op = node.op == Op::Add ? 0 : node.op == Op::Sub ? 1 : node.op == Op::Mul ? 2 : 3;
+      auto [k, args] = start("k_binary");
+      args.tensor(*a).tensor(*b).tensor(node).value(op);
+      return launch(k, "k_binary", node.ne[0], rows, mats);
+    }
+    case Op::Scale:
+    case Op::Sqr:
+    case Op::Sqrt:
+    case Op::Silu:
+    case Op::Gelu:
+    case Op::Relu: {
+      const cl_int op = node.op == Op::Scale  ? 0
+                        : node.op == Op::Sqr  ? 1
+                        : node.op == Op::Sqrt ? 2
+                        : node.op == Op::Silu ? 3
+                        : node.op == Op::Gelu ? 4
+                                              : 5;
+      const cl_float p0 = node.op == Op::Scale ? node.param_f32(0) : 0.0f;
+      const cl_float p1 = node.op == Op::Scale ? node.param_f32(1) : 0.0f;
+      auto [k, args] = start("k_unary");
+      args.tensor(*a).tensor(node).value(op).value(p0).value(p1);
+      return launch(k, "k_unary", node.ne[0], rows, mats);
+    }
+    case Op::Concat: {
+      auto [k, args] = start("k_concat");
+      args.tensor(*a).tensor(*b).tensor(node).value(cl_int{node.param_i32(0)})
+          .value(static_cast<cl_int>(traits(node.type).type_size));
+      return launch(k, "k_concat", node.ne[0], rows, mats);
+    }
+    case Op::SumRows:
+    case Op::Argmax: {
+      const char* name = node.op == Op::SumRows ? "k_sum_rows" : "k_argmax";
+      auto [k, args] = start(name);
+      args.tensor(*a).tensor(node);
+      return launch(k, name, a->nrows(), 1, 1);
+    }
+    case Op::RmsNorm:
+    case Op::Norm: {
+      auto [k, args] = start("k_norm");
+      args.tensor(*a).tensor(node).value(cl_int{node.op == Op::RmsNorm}).value(cl_float{node.param_f32(0)});
+      return launch(k, "k_norm", a->nrows(), 1, 1);
+    }
+    case Op::SoftMax: {
+      auto [k, args] = start("k_soft_max");
+      args.tensor(*a);
+      if (b) args.tensor(*b); else args.absent();
+      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_float{node.param_f32(0)});
+      return launch(k, "k_soft_max", a->nrows(), 1, 1);
+    }
+    case Op::Rope: {
+      const int n_dims = node.param_i32(0);
+      auto [k, args] = start("k_rope");
+      args.tensor(*a).tensor(*b).tensor(node).value(cl_int{n_dims})
+          .value(cl_int{node.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX)})
+          .value(cl_float{node.param_f32(2)}).value(cl_float{node.param_f32(3)});
+      return launch(k, "k_rope", n_dims / 2 + (a->ne[0] - n_dims), a->nrows(), 1);
+    }
+    case Op::MulMat: {
+      OpenClBuffer* bb = opencl_buffer_of(*b);
+      const bool fast = b->nb[0] == sizeof(float) && bb && bb->offset_in(*b) % 4 == 0 && b->nb[1] % 4 == 0 &&
+                        b->nb[2] % 4 == 0 && b->nb[3] % 4 == 0;
+      if (!fast) {
+        auto [k, args] = start("k_mul_mat_any");
+        args.tensor(*a).value(type_code(a->type)).tensor(*b).tensor(node);
+        return launch(k, "k_mul_mat_any", a->ne[1], b->ne[1], b->ne[2] * b->ne[3]);
+      }
+      const char* name = a->type == DType::F32    ? "k_mul_mat_f32"
+                         : a->type == DType::F16  ? "k_mul_mat_f16"
+                         : a->type == DType::BF16 ? "k_mul_mat_bf16"
+                         : a->type == DType::Q8_0 ? "k_mul_mat_q8_0"
+                                                  : "k_mul_mat_q4_0";
+      constexpr int64_t kColumnsPerItem = 4;  // MM_NC in mul_mat.cl
+      auto [k, args] = start(name);
+      args.tensor(*a).tensor(*b).tensor(node);
+      return launch(k, name, a->ne[1], (b->ne[1] + kColumnsPerItem - 1) / kColumnsPerItem, b->ne[2] * b->ne[3]);
+    }
+    case Op::None:
+    case Op::View:
+    case Op::Reshape:
+    case Op::Permute:
+    case Op::Transpose:
+    case Op::Count:
+      return;
+  }
+  fail("{}: no kernel for op {} (tensor '{}')", device_.name(), op_name(node.op), node.name);
+}
+
+}  // namespace loom::opencl
