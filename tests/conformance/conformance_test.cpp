@@ -25,7 +25,8 @@ class Conformance : public ::testing::TestWithParam<std::tuple<std::string, Op>>
 TEST_P(Conformance, SupportedCasesPass) {
   const auto& [device_name, op] = GetParam();
   Device* device = Registry::get().find(device_name);
-  ASSERT_NE(device, nullptr) << device_name;
+  // Test names are listed once (ctest discovery); the devices at run time may differ.
+  if (!device) GTEST_SKIP() << "device " << device_name << " is not registered in this run";
   const std::vector<CaseResult> results = run_conformance(*device, Filter{op});
   ASSERT_FALSE(results.empty());
   size_t passed = 0, unsupported = 0;
