@@ -106,6 +106,8 @@ struct BufferTypeReport {
   size_t n_chunks = 0;
   size_t buffer_bytes = 0;  // bytes held in buffers of this type now
   std::string strategy;     // best-fit, greedy-by-size, reserved (offsets of the reserved plan)
+  size_t best_fit_peak = 0;  // what each placement needed (0 when the reserved plan was reused)
+  size_t greedy_peak = 0;
   double ratio() const { return lower_bound ? static_cast<double>(peak) / lower_bound : 1.0; }
 };
 
@@ -124,6 +126,7 @@ struct PlannedBlock {
   std::vector<size_t> starts;  // step at which each of `tensors` starts using the memory
   size_t type = 0, chunk = 0, offset = 0, size = 0;
   size_t first = 0, last = 0;  // steps, inclusive
+  bool input = false, output = false;
 };
 
 class GraphAllocator {

@@ -48,6 +48,7 @@ struct GraphAllocator::Planned {
   std::vector<std::vector<size_t>> chunk_sizes;  // per type, per chunk
   std::vector<size_t> lower_bound;               // per type
   std::vector<std::string> strategy;             // per type
+  std::vector<size_t> best_fit_peak, greedy_peak;  // per type
 };
 
 namespace {
@@ -121,6 +122,8 @@ GraphAllocator::Planned GraphAllocator::make_plan(const Graph& graph, const Allo
   p.lower_bound = alloc_detail::lower_bounds(p.analysis, types_.size());
   p.chunk_sizes.resize(types_.size());
   p.strategy.assign(types_.size(), "");
+  p.best_fit_peak.assign(types_.size(), 0);
+  p.greedy_peak.assign(types_.size(), 0);
   if (try_reserved && reserved_ && fits_reserved(reserved_->analysis, p.analysis)) {
     for (size_t i = 0; i < p.analysis.blocks.size(); ++i) {
       Block& b = p.analysis.blocks[i];
@@ -148,6 +151,8 @@ GraphAllocator::Planned GraphAllocator::make_plan(const Graph& graph, const Allo
       for (size_t x : v) s += x;
       return s;
     };
+    p.best_fit_peak[t] = total(best_fit);
+    p.greedy_peak[t] = total(greedy);
     if (total(greedy) < total(best_fit)) {
       p.chunk_sizes[t] = greedy;
       p.strategy[t] = "greedy-by-size";
@@ -231,6 +236,8 @@ void GraphAllocator::publish(const Planned& p) {
     pb.size = b.size;
     pb.first = b.first;
     pb.last = b.last;
+    pb.input = b.input;
+    pb.output = b.output;
     plan_.push_back(std::move(pb));
   }
   report_ = PlanReport{};
@@ -247,6 +254,8 @@ void GraphAllocator::publish(const Planned& p) {
     r.n_chunks = p.chunk_sizes[t].size();
     r.buffer_bytes = buffer_size(t);
     r.strategy = p.strategy[t];
+    r.best_fit_peak = p.best_fit_peak[t];
+    r.greedy_peak = p.greedy_peak[t];
     report_.types.push_back(std::move(r));
   }
 }
@@ -263,7 +272,7 @@ void GraphAllocator::print_debug() const {
     events.push_back({b.first, 0, fmt::format("alloc  {} {}", b.names[0], where)});
     for (size_t k = 1; k < b.names.size(); ++k)
       events.push_back({b.starts[k], 1, fmt::format("reuse  {} in place of {} {}", b.names[k], b.names[k - 1], where)});
-    if (b.last + 1 < report_.n_steps)
+    if (!b.output)
       events.push_back({b.last, 2, fmt::format("free   {} {}", b.names.back(), where)});
   }
   std::stable_sort(events.begin(), events.end(),
@@ -296,9 +305,10 @@ std::string PlanReport::to_json() const {
     const BufferTypeReport& r = types[i];
     s += fmt::format(
         "{}{{\"name\": \"{}\", \"peak\": {}, \"lower_bound\": {}, \"ratio\": {:.6f}, \"n_tensors\": {}, "
-        "\"n_inplace\": {}, \"n_chunks\": {}, \"buffer_bytes\": {}, \"strategy\": \"{}\"}}",
+        "\"n_inplace\": {}, \"n_chunks\": {}, \"buffer_bytes\": {}, \"strategy\": \"{}\", \"best_fit_peak\": {}, "
+        "\"greedy_peak\": {}}}",
         i ? ", " : "", json_escape(r.name), r.peak, r.lower_bound, r.ratio(), r.n_tensors, r.n_inplace, r.n_chunks,
-        r.buffer_bytes, r.strategy);
+        r.buffer_bytes, r.strategy, r.best_fit_peak, r.greedy_peak);
   }
   return s + "]}";
 }

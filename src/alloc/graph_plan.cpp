@@ -158,24 +158,26 @@ class Analyzer {
     return out_.blocks.size() - 1;
   }
 
-  // The block node `n` can take over in place, if any.
+  // The block node `n` can take over in place, if any. The operand may be a
+  // view (a reshape) that covers all of its source's memory.
   std::optional<size_t> in_place_parent(Tensor* n) {
     const Interval& iv = intervals_.at(n);
     if (iv.input) return std::nullopt;
     const size_t type = type_of(*n);
     for (int i = 0; i < kMaxSrc; ++i) {
       Tensor* p = n->src[i];
-      if (!p || p->view_src || !op_supports_in_place(n->op, i)) continue;
-      auto bit = block_of_.find(p);
+      if (!p || !op_supports_in_place(n->op, i)) continue;
+      Tensor* r = root_of(p);
+      auto bit = block_of_.find(r);
       if (bit == block_of_.end()) continue;
+      if (p != r && (p->view_offs != 0 || p->type != r->type || p->nbytes() != r->nbytes())) continue;
       const Block& b = out_.blocks[bit->second];
-      const Interval& piv = intervals_.at(p);
-      if (b.input || b.output || piv.output || remaining_[p] != 1 || b.type != type) continue;
+      if (b.input || b.output || intervals_.at(r).output || remaining_[r] != 1 || b.type != type) continue;
       if (p->type != n->type || p->ne != n->ne || p->nb != n->nb || !p->is_contiguous()) continue;
       if (aligned_size(*n, type) > b.size) continue;
-      bool aliased = false;  // another operand reads p's memory through a view
+      bool aliased = false;  // another operand reads the same memory through a different tensor
       for (int j = 0; j < kMaxSrc; ++j)
-        if (j != i && n->src[j] && n->src[j] != p && root_of(n->src[j]) == p) aliased = true;
+        if (j != i && n->src[j] && n->src[j] != p && root_of(n->src[j]) == r) aliased = true;
       if (!aliased) return bit->second;
     }
     return std::nullopt;
