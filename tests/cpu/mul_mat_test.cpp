@@ -141,7 +141,9 @@ class MulMatTest : public ::testing::TestWithParam<DType> {
 };
 
 TEST_P(MulMatTest, MatVec) { run({.K = 96, .M = 37, .N = 1}); }
+TEST_P(MulMatTest, MatVecLongRows) { run({.K = 32 * 19, .M = 33, .N = 1}); }
 TEST_P(MulMatTest, FewColumns) { run({.K = 160, .M = 29, .N = 5}); }
+TEST_P(MulMatTest, FewColumnsLongRows) { run({.K = 32 * 16, .M = 9, .N = 3}); }
 TEST_P(MulMatTest, OddTiles) { run({.K = 160, .M = 53, .N = 45}); }
 TEST_P(MulMatTest, JustOverOnePanel) { run({.K = 32, .M = 7, .N = 17}); }
 TEST_P(MulMatTest, ManyChunks) { run({.K = 352, .M = 203, .N = 71}); }

@@ -279,8 +279,9 @@ void pack_panel(const Plan& p, const Tensor& b, int64_t mat, int64_t panel, uint
 
 // ---- phase 2 --------------------------------------------------------------
 
-void store(const Tensor& dst, int64_t mat, int64_t i, int64_t j, float v) {
-  *reinterpret_cast<float*>(row_ptr(dst, j, mat % dst.ne[2], mat / dst.ne[2]) + i * dst.nb[0]) = v;
+// Address of dst[0, j] of matrix `mat`.
+char* dst_column(const Tensor& dst, int64_t mat, int64_t j) {
+  return row_ptr(dst, j, mat % dst.ne[2], mat / dst.ne[2]);
 }
 
 const char* a_row(const Tensor& a, const Tensor& b, int64_t mat, int64_t i) {
@@ -294,11 +295,8 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
   const uint8_t* bmat = packed + mat * p.mat_bytes;
   for (int64_t i = r0; i < r1; ++i) {
     const char* ar = a_row(a, b, mat, i);
-    for (int64_t j = 0; j < p.N; ++j) {
-      float v;
-      dot(p.K, ar, bmat + j * p.unit_bytes, &v);
-      store(dst, mat, i, j, v);
-    }
+    for (int64_t j = 0; j < p.N; ++j)
+      dot(p.K, ar, bmat + j * p.unit_bytes, reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]));
   }
 }
 
@@ -350,8 +348,10 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
           kern.gemm_q8(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, K, panels, nv, c);
           break;
       }
-      for (int r = 0; r < mr; ++r)
-        for (int64_t l = 0; l < ncols; ++l) store(dst, mat, rt + r, cp + l, c[r * ldc + l]);
+      for (int64_t l = 0; l < ncols; ++l) {
+        char* col = dst_column(dst, mat, cp + l) + rt * dst.nb[0];
+        for (int r = 0; r < mr; ++r) *reinterpret_cast<float*>(col + r * dst.nb[0]) = c[r * ldc + l];
+      }
     }
   }
 }
