@@ -51,7 +51,7 @@ Options parse(int argc, char** argv) {
     if (i + 1 >= argc) fail("option {} needs a value", argv[i]);
     char* end = nullptr;
     const long long v = std::strtoll(argv[++i], &end, 10);
-    if (*end || v <= 0) fail("option {}: '{}' is not a positive number", argv[i - 1], argv[i]);
+    if (*end || v < 0) fail("option {}: '{}' is not a number >= 0", argv[i - 1], argv[i]);
     return v;
   };
   for (int i = 1; i < argc; ++i) {
@@ -77,6 +77,10 @@ Options parse(int argc, char** argv) {
       fail("unknown option '{}' (see --help)", a);
     }
   }
+  const auto& l = o.llama;
+  if (l.n_embd <= 0 || l.n_ff <= 0 || l.n_head <= 0 || l.n_head_kv <= 0 || l.n_tokens <= 0 || l.n_ctx < l.n_tokens ||
+      o.dag_nodes <= 0)
+    fail("--embd, --ff, --heads, --heads-kv, --tokens and --dag-nodes must be positive, and --ctx at least --tokens");
   if (o.llama.n_embd % o.llama.n_head != 0) fail("--embd {} is not a multiple of --heads {}", o.llama.n_embd, o.llama.n_head);
   if (o.llama.n_head % o.llama.n_head_kv != 0) fail("--heads must be a multiple of --heads-kv");
   o.llama.head_dim = o.llama.n_embd / o.llama.n_head;
