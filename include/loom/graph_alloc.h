@@ -100,7 +100,10 @@ struct AllocOptions {
 struct BufferTypeReport {
   std::string name;
   size_t peak = 0;         // bytes the plan needs (all chunks)
-  size_t lower_bound = 0;  // largest total of blocks alive at one step
+  // Largest total (aligned) size of the blocks alive at one step, from the
+  // liveness intervals alone (after in-place merging, before any offset is
+  // chosen): no placement of these blocks can need less.
+  size_t lower_bound = 0;
   size_t n_tensors = 0;    // tensors given memory (in-place ones included)
   size_t n_inplace = 0;    // tensors that reuse their operand's memory
   size_t n_chunks = 0;
