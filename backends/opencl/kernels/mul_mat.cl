@@ -13,16 +13,17 @@
   const int nc = (int)min((long)MM_NC, b_ne.y - jb);                               \
   global const float* b0 = (global const float*)ROW(b, jb, j2, j3);                \
   const long bs = (long)(b_nb.y / 4);                                              \
-  float acc[MM_NC] = {0.0f};                                                       \
+  float16 acc[MM_NC];  /* per-lane sums, reduced once at the end */            \
+  for (int c = 0; c < MM_NC; ++c) acc[c] = (float16)(0.0f);                       \
   const long K = a_ne.x
 
 #define MM_EPILOGUE \
-  for (int c = 0; c < nc; ++c) *(global float*)(ROW(d, jb + c, j2, j3) + i * d_nb.x) = acc[c]
+  for (int c = 0; c < nc; ++c) *(global float*)(ROW(d, jb + c, j2, j3) + i * d_nb.x) = hsum16(acc[c]) + tail[c]
 
-// Adds dot(av, 16 floats of b at element k) for every column.
-#define MM_DOT16(av, k, scale)                                              \
-  for (int c = 0; c < MM_NC; ++c)                                           \
-    if (c < nc) acc[c] += (scale) * hsum16((av) * vload16(0, b0 + c * bs + (k)))
+// Adds av * (16 floats of b at element k) for every column.
+#define MM_DOT16(av, k)                         \
+  for (int c = 0; c < MM_NC; ++c)               \
+    if (c < nc) acc[c] += (av) * vload16(0, b0 + c * bs + (k))
 
 kernel void k_mul_mat_f32(TENSOR(a), TENSOR(b), TENSOR(d)) {
   MM_PROLOGUE;
@@ -30,10 +31,11 @@ kernel void k_mul_mat_f32(TENSOR(a), TENSOR(b), TENSOR(d)) {
   long k = 0;
   for (; k + 16 <= K; k += 16) {
     const float16 av = vload16(0, ap + k);
-    MM_DOT16(av, k, 1.0f);
+    MM_DOT16(av, k);
   }
+  float tail[MM_NC] = {0.0f};
   for (; k < K; ++k)
-    for (int c = 0; c < nc; ++c) acc[c] += ap[k] * b0[c * bs + k];
+    for (int c = 0; c < nc; ++c) tail[c] += ap[k] * b0[c * bs + k];
   MM_EPILOGUE;
 }
 
@@ -43,10 +45,11 @@ kernel void k_mul_mat_f16(TENSOR(a), TENSOR(b), TENSOR(d)) {
   long k = 0;
   for (; k + 16 <= K; k += 16) {
     const float16 av = vload_half16(0, ap + k);
-    MM_DOT16(av, k, 1.0f);
+    MM_DOT16(av, k);
   }
+  float tail[MM_NC] = {0.0f};
   for (; k < K; ++k)
-    for (int c = 0; c < nc; ++c) acc[c] += vload_half(0, ap + k) * b0[c * bs + k];
+    for (int c = 0; c < nc; ++c) tail[c] += vload_half(0, ap + k) * b0[c * bs + k];
   MM_EPILOGUE;
 }
 
@@ -56,15 +59,17 @@ kernel void k_mul_mat_bf16(TENSOR(a), TENSOR(b), TENSOR(d)) {
   long k = 0;
   for (; k + 16 <= K; k += 16) {
     const float16 av = as_float16(convert_uint16(vload16(0, ap + k)) << 16);
-    MM_DOT16(av, k, 1.0f);
+    MM_DOT16(av, k);
   }
+  float tail[MM_NC] = {0.0f};
   for (; k < K; ++k)
-    for (int c = 0; c < nc; ++c) acc[c] += as_float((uint)ap[k] << 16) * b0[c * bs + k];
+    for (int c = 0; c < nc; ++c) tail[c] += as_float((uint)ap[k] << 16) * b0[c * bs + k];
   MM_EPILOGUE;
 }
 
 kernel void k_mul_mat_q8_0(TENSOR(a), TENSOR(b), TENSOR(d)) {
   MM_PROLOGUE;
+  const float tail[MM_NC] = {0.0f};
   for (long kb = 0; kb < K / QK; ++kb) {
     global const char* blk = arow + kb * Q8_0_BYTES;
     const float scale = vload_half(0, (global const half*)blk);
@@ -73,7 +78,7 @@ kernel void k_mul_mat_q8_0(TENSOR(a), TENSOR(b), TENSOR(d)) {
     for (int c = 0; c < MM_NC; ++c) {
       if (c < nc) {
         global const float* bp = b0 + c * bs + kb * QK;
-        acc[c] += scale * hsum16(lo * vload16(0, bp) + hi * vload16(1, bp));
+        acc[c] += scale * (lo * vload16(0, bp) + hi * vload16(1, bp));
       }
     }
   }
@@ -82,6 +87,7 @@ kernel void k_mul_mat_q8_0(TENSOR(a), TENSOR(b), TENSOR(d)) {
 
 kernel void k_mul_mat_q4_0(TENSOR(a), TENSOR(b), TENSOR(d)) {
   MM_PROLOGUE;
+  const float tail[MM_NC] = {0.0f};
   for (long kb = 0; kb < K / QK; ++kb) {
     global const uchar* blk = (global const uchar*)arow + kb * Q4_0_BYTES;
     const float scale = vload_half(0, (global const half*)blk);
@@ -91,7 +97,7 @@ kernel void k_mul_mat_q4_0(TENSOR(a), TENSOR(b), TENSOR(d)) {
     for (int c = 0; c < MM_NC; ++c) {
       if (c < nc) {
         global const float* bp = b0 + c * bs + kb * QK;
-        acc[c] += scale * hsum16(lo * vload16(0, bp) + hi * vload16(1, bp));
+        acc[c] += scale * (lo * vload16(0, bp) + hi * vload16(1, bp));
       }
     }
   }
