@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 
+#include "conformance/conformance.h"
 #include "loom/error.h"
 #include "loom/graph.h"
 #include "loom/ops.h"
@@ -357,6 +358,25 @@ TEST(OpenCL, DeclinesOperandsInOtherMemory) {
   EXPECT_FALSE(opencl(0)->supports_op(*b));
   Graph graph = Graph::build(b);
   EXPECT_THROW(opencl(0)->create_backend()->compute(graph), Error);
+}
+
+// The conformance suite on every OpenCL device of this run. (Its own
+// per-device tests are listed when ctest discovers them, without
+// POCL_DEVICES, so they name OpenCL0 only.) Everything supports_op accepts
+// must pass, and on PoCL that is every case.
+TEST(OpenCL, ConformanceSuitePassesOnEveryOpenCLDevice) {
+  REQUIRE_OPENCL(1);
+  for (int i = 0; opencl(i); ++i) {
+    size_t passed = 0, unsupported = 0;
+    const auto results = conformance::run_conformance(*opencl(i), conformance::Filter{});
+    ASSERT_FALSE(results.empty());
+    for (const auto& r : results) {
+      EXPECT_NE(r.status, conformance::CaseStatus::Failed) << r.device << " " << r.name << ": " << r.message;
+      passed += r.status == conformance::CaseStatus::Passed;
+      unsupported += r.status == conformance::CaseStatus::Unsupported;
+    }
+    std::printf("[ OpenCL%d ] %zu passed, %zu unsupported of %zu cases\n", i, passed, unsupported, results.size());
+  }
 }
 
 }  // namespace
