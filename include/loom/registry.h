@@ -58,6 +58,7 @@ class Registry {
   Registry() = default;
   void load_plugins_from_search_path();
   void apply_filter();
+  void warn_unknown_filter_names() const;
 
   std::vector<std::unique_ptr<BackendFamily>> families_;
   std::vector<std::string> origins_;

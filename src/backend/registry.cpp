@@ -48,6 +48,7 @@ Registry& Registry::get() {
     register_builtin_backends(*r);
     r->load_plugins_from_search_path();
     r->apply_filter();
+    r->warn_unknown_filter_names();
     return r;
   }();
   return *registry;
@@ -112,6 +113,14 @@ void Registry::apply_filter() {
   devices_ = filter_devices(all_devices_, env ? env : "");
 }
 
+void Registry::warn_unknown_filter_names() const {
+  const char* env = std::getenv("LOOM_DEVICES");
+  if (!env) return;
+  for (const auto& w : split(env, ','))
+    if (std::none_of(all_devices_.begin(), all_devices_.end(), [&w](Device* d) { return iequals(w, d->name()); }))
+      log(LogLevel::Warn, "LOOM_DEVICES names '{}', which is not a registered device", w);
+}
+
 std::vector<Device*> Registry::filter_devices(const std::vector<Device*>& devices, std::string_view spec) {
   if (spec.empty()) return devices;
   const auto wanted = split(spec, ',');
@@ -123,9 +132,6 @@ std::vector<Device*> Registry::filter_devices(const std::vector<Device*>& device
                       });
     if (keep) kept.push_back(d);
   }
-  for (const auto& w : wanted)
-    if (std::none_of(devices.begin(), devices.end(), [&w](Device* d) { return iequals(w, d->name()); }))
-      log(LogLevel::Warn, "LOOM_DEVICES names '{}', which is not a registered device", w);
   return kept;
 }
 
