@@ -8,5 +8,6 @@ int cmd_devices(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_test_ops(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
 
 }  // namespace loom::cli

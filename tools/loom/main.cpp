@@ -17,6 +17,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"devices", loom::cli::cmd_devices, "list every device with its memory, capabilities and buffer types"},
     {"inspect", loom::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"tokenize", loom::cli::cmd_tokenize, "tokenize a prompt with a GGUF file's vocabulary (ids and pieces)"},
     {"demo", loom::cli::cmd_demo, "run a small demo graph on every device and check the results"},
     {"test-ops", loom::cli::cmd_test_ops, "run the op conformance suite on the registered devices"},
 };

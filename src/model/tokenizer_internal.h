@@ -1,0 +1,102 @@
+// Internals shared by the tokenizer sources: the loaded vocabulary (Impl),
+// UTF-8 helpers that treat malformed input the way llama.cpp does, the
+// byte-level BPE symbol mapping, and the pre-tokenizer regexes (PCRE2).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "loom/tokenizer.h"
+
+namespace loom::tok {
+
+// Bytes in a UTF-8 sequence judged by its first byte only (1 for stray
+// continuation bytes), as llama.cpp splits text into symbols.
+size_t utf8_len(char lead);
+// Code points of `text`; a malformed sequence gives U+FFFD and skips one byte.
+std::vector<uint32_t> decode_utf8(std::string_view text);
+void append_utf8(std::string& out, uint32_t cpt);
+
+// GPT-2's byte-level mapping: every byte to a printable code point (UTF-8).
+const std::string& byte_to_symbol(uint8_t byte);
+// The byte a symbol stands for, or -1.
+int symbol_to_byte(std::string_view symbol);
+
+// The pre-tokenizer for a vocabulary: splits text into words (each already
+// mapped to byte-level symbols). The regexes are compiled once.
+class PreSplitter {
+ public:
+  explicit PreSplitter(PreTokenizer pre);
+  ~PreSplitter();
+  PreSplitter(const PreSplitter&) = delete;
+  PreSplitter& operator=(const PreSplitter&) = delete;
+  std::vector<std::string> split(std::string_view text) const;
+  // Without the byte-level mapping (for tests and the vocabulary generator).
+  std::vector<std::string> split_raw(std::string_view text) const;
+
+ private:
+  struct Regex;
+  std::vector<std::unique_ptr<Regex>> regexes_;
+};
+
+// Hash that lets std::unordered_map<std::string, ...> be probed with a
+// string_view without allocating.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+}  // namespace loom::tok
+
+namespace loom {
+
+struct Tokenizer::Impl {
+  std::string path;  // for messages
+  TokenizerKind kind = TokenizerKind::Spm;
+  PreTokenizer pre = PreTokenizer::None;
+  std::string model, pre_name;
+
+  std::vector<std::string> texts;
+  std::vector<float> scores;
+  std::vector<TokenType> types;
+  tok::TokenMap text_to_id;
+  tok::TokenMap merge_ranks;  // "left right" -> rank
+
+  int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken;
+  int32_t eot = kNoToken, eom = kNoToken;
+  bool add_bos = false, add_eos = false, add_space_prefix = false;
+  bool ignore_merges = false, clean_spaces = false;
+  std::set<int32_t> eog;
+  std::vector<uint8_t> unused_flag;  // control tokens named *unused*
+
+  // Control, unknown and user-defined tokens, longest first, and a trie over
+  // their texts to find which of them occur in a text.
+  std::vector<int32_t> special_tokens;
+  struct TrieNode {
+    std::unordered_map<unsigned char, int32_t> next;
+    int32_t token = kNoToken;
+  };
+  std::vector<TrieNode> special_trie;
+
+  std::unique_ptr<tok::PreSplitter> splitter;
+  std::vector<std::string> pieces;  // token_to_piece with render_special
+
+  int32_t lookup(std::string_view text) const {
+    auto it = text_to_id.find(text);
+    return it == text_to_id.end() ? kNoToken : it->second;
+  }
+  int32_t merge_rank(std::string_view left, std::string_view right) const;
+  int32_t byte_token(uint8_t byte) const;  // SPM byte fallback
+
+  void spm_tokenize(std::string_view text, std::vector<int32_t>& out) const;
+  void bpe_tokenize(std::string_view text, std::vector<int32_t>& out) const;
+  std::string piece(int32_t token, bool render_special) const;
+};
+
+}  // namespace loom

@@ -1,0 +1,237 @@
+// Tokenizer::from_gguf: reads and checks tokenizer.ggml.* and applies the
+// per-model defaults llama.cpp applies (special ids, add_bos, space prefix,
+// space clean-up, end-of-generation tokens found by their text).
+#include <algorithm>
+
+#include "loom/error.h"
+#include "loom/gguf.h"
+#include "loom/log.h"
+#include "tokenizer_internal.h"
+
+namespace loom {
+namespace {
+
+constexpr std::string_view kTokens = "tokenizer.ggml.tokens";
+constexpr std::string_view kScores = "tokenizer.ggml.scores";
+constexpr std::string_view kTypes = "tokenizer.ggml.token_type";
+constexpr std::string_view kMerges = "tokenizer.ggml.merges";
+
+struct PreInfo {
+  PreTokenizer pre;
+  bool ignore_merges, add_bos, clean_spaces;
+};
+
+// tokenizer.ggml.pre names llama.cpp accepts for the supported regexes.
+const PreInfo* find_pre(std::string_view name) {
+  struct Entry {
+    std::string_view name;
+    PreInfo info;
+  };
+  static constexpr Entry kPre[] = {
+      {"default", {PreTokenizer::Default, false, false, true}},
+      {"llama3", {PreTokenizer::Llama3, true, true, true}},
+      {"llama-v3", {PreTokenizer::Llama3, true, true, true}},
+      {"llama-bpe", {PreTokenizer::Llama3, true, true, true}},
+      {"falcon3", {PreTokenizer::Llama3, true, true, true}},
+      {"pixtral", {PreTokenizer::Llama3, true, true, true}},
+      {"dbrx", {PreTokenizer::Llama3, false, false, true}},
+      {"smaug-bpe", {PreTokenizer::Llama3, false, false, true}},
+      {"gpt-2", {PreTokenizer::Gpt2, false, false, true}},
+      {"phi-2", {PreTokenizer::Gpt2, false, false, true}},
+      {"mpt", {PreTokenizer::Gpt2, false, false, true}},
+      {"olmo", {PreTokenizer::Gpt2, false, false, true}},
+      {"qwen2", {PreTokenizer::Qwen2, false, false, false}},
+      {"deepseek-r1-qwen", {PreTokenizer::Qwen2, false, false, false}},
+      {"stablelm2", {PreTokenizer::Qwen2, false, false, true}},
+      {"megrez", {PreTokenizer::Qwen2, false, false, true}},
+  };
+  for (const auto& e : kPre)
+    if (e.name == name) return &e.info;
+  return nullptr;
+}
+
+// Token texts llama.cpp treats as end of generation (and as control tokens).
+constexpr std::string_view kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
+    "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+};
+constexpr std::string_view kEotTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
+    "<end_of_utterance>",
+};
+
+const std::vector<gguf::Value>& get_array(const gguf::File& file, std::string_view key, gguf::ValueType element) {
+  const gguf::Value& v = file.get(key);
+  if (v.type != gguf::ValueType::Array || v.array_type != element)
+    fail("{}: {} must be an array of {}, found {}", file.path(), key, gguf::value_type_name(element),
+         v.type == gguf::ValueType::Array ? fmt::format("an array of {}", gguf::value_type_name(v.array_type))
+                                          : std::string(gguf::value_type_name(v.type)));
+  return v.as_array();
+}
+
+bool get_bool_or(const gguf::File& file, std::string_view key, bool fallback) {
+  const gguf::Value* v = file.find(key);
+  if (!v) return fallback;
+  if (v->type != gguf::ValueType::Bool) fail("{}: {} must be a bool", file.path(), key);
+  return v->as_bool();
+}
+
+void read_tokens(const gguf::File& file, Tokenizer::Impl& t) {
+  const auto& tokens = get_array(file, kTokens, gguf::ValueType::String);
+  if (tokens.empty()) fail("{}: {} is empty", file.path(), kTokens);
+  const size_t n = tokens.size();
+  t.texts.reserve(n);
+  t.text_to_id.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::string text = tokens[i].as_string();
+    if (text.empty()) text = fmt::format("[EMPTY_{}]", i);  // as llama.cpp names them
+    auto [it, inserted] = t.text_to_id.emplace(text, static_cast<int32_t>(i));
+    if (!inserted) fail("{}: {}: token '{}' appears twice (ids {} and {})", file.path(), kTokens, text, it->second, i);
+    t.texts.push_back(std::move(text));
+  }
+
+  t.scores.assign(n, 0.0f);
+  if (const gguf::Value* v = file.find(kScores)) {
+    if (v->type != gguf::ValueType::Array || (v->array_type != gguf::ValueType::F32 && v->array_type != gguf::ValueType::I32))
+      fail("{}: {} must be an array of f32", file.path(), kScores);
+    const auto& scores = v->as_array();
+    if (scores.size() != n)
+      fail("{}: {} has {} entries but {} has {}", file.path(), kScores, scores.size(), kTokens, n);
+    for (size_t i = 0; i < n; ++i) t.scores[i] = static_cast<float>(scores[i].as_float());
+  }
+
+  t.types.assign(n, TokenType::Normal);
+  if (file.find(kTypes)) {
+    const auto& types = get_array(file, kTypes, gguf::ValueType::I32);
+    if (types.size() != n) fail("{}: {} has {} entries but {} has {}", file.path(), kTypes, types.size(), kTokens, n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t type = types[i].as_int();
+      t.types[i] = type >= 0 && type <= 6 ? static_cast<TokenType>(type) : TokenType::Undefined;
+    }
+  }
+}
+
+void read_special_ids(const gguf::File& file, Tokenizer::Impl& t) {
+  const int32_t n = static_cast<int32_t>(t.texts.size());
+  auto read = [&](std::string_view name, int32_t& id) {
+    if (id >= n) id = Tokenizer::kNoToken;  // a default that does not fit
+    const std::string key = fmt::format("tokenizer.ggml.{}_token_id", name);
+    const gguf::Value* v = file.find(key);
+    if (!v) return;
+    if (!v->is_integer()) fail("{}: {} must be an integer", file.path(), key);
+    const int64_t value = v->as_int();
+    if (value < 0 || value >= n) fail("{}: {} = {} is outside the vocabulary of {} tokens", file.path(), key, value, n);
+    id = static_cast<int32_t>(value);
+  };
+  read("bos", t.bos);
+  read("eos", t.eos);
+  read("eot", t.eot);
+  read("eom", t.eom);
+  read("unknown", t.unk);
+  read("padding", t.pad);
+}
+
+void find_end_of_generation(Tokenizer::Impl& t) {
+  for (std::string_view text : kEotTexts) {
+    if (t.eot != Tokenizer::kNoToken) break;
+    t.eot = t.lookup(text);
+  }
+  for (std::string_view text : kEogTexts) {
+    const int32_t id = t.lookup(text);
+    if (id == Tokenizer::kNoToken) continue;
+    t.eog.insert(id);
+    if (t.types[id] == TokenType::Normal || t.types[id] == TokenType::Undefined) t.types[id] = TokenType::Control;
+  }
+  if (t.eot != Tokenizer::kNoToken && t.types[t.eot] == TokenType::Normal) t.types[t.eot] = TokenType::Control;
+  for (int32_t id : {t.eos, t.eot, t.eom})
+    if (id != Tokenizer::kNoToken) t.eog.insert(id);
+}
+
+void index_special_tokens(Tokenizer::Impl& t) {
+  for (int32_t id = 0; id < static_cast<int32_t>(t.texts.size()); ++id) {
+    const TokenType type = t.types[id];
+    if (type == TokenType::Control || type == TokenType::UserDefined || type == TokenType::Unknown)
+      t.special_tokens.push_back(id);
+  }
+  std::stable_sort(t.special_tokens.begin(), t.special_tokens.end(),
+                   [&](int32_t a, int32_t b) { return t.texts[a].size() > t.texts[b].size(); });
+  t.special_trie.assign(1, {});
+  for (int32_t id : t.special_tokens) {
+    int32_t node = 0;
+    for (unsigned char c : t.texts[id]) {
+      auto it = t.special_trie[node].next.find(c);
+      if (it == t.special_trie[node].next.end()) {
+        t.special_trie.emplace_back();
+        it = t.special_trie[node].next.emplace(c, static_cast<int32_t>(t.special_trie.size() - 1)).first;
+      }
+      node = it->second;
+    }
+    t.special_trie[node].token = id;
+  }
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
+  auto t = std::make_unique<Impl>();
+  t->path = file.path();
+  t->model = file.get_string("tokenizer.ggml.model");
+  if (t->model == "llama") {
+    t->kind = TokenizerKind::Spm;
+    t->bos = 1;
+    t->eos = 2;
+    t->unk = 0;
+    t->add_bos = true;
+    t->add_space_prefix = true;
+  } else if (t->model == "gpt2") {
+    t->kind = TokenizerKind::Bpe;
+    t->bos = 11;  // llama.cpp's defaults for BPE vocabularies
+    t->eos = 11;
+    if (const gguf::Value* v = file.find("tokenizer.ggml.pre")) t->pre_name = v->as_string();
+    const PreInfo* info = t->pre_name.empty() ? find_pre("default") : find_pre(t->pre_name);
+    if (!info)
+      fail("{}: tokenizer.ggml.pre = '{}' is not a supported pre-tokenizer (supported: default, gpt-2, llama-bpe, "
+           "qwen2 and their aliases)",
+           file.path(), t->pre_name);
+    if (t->pre_name.empty()) log(LogLevel::Warn, "{}: tokenizer.ggml.pre is missing, using 'default'", file.path());
+    t->pre = info->pre;
+    t->ignore_merges = info->ignore_merges;
+    t->add_bos = info->add_bos;
+    t->clean_spaces = info->clean_spaces;
+  } else {
+    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2)", file.path(), t->model);
+  }
+
+  read_tokens(file, *t);
+  if (t->kind == TokenizerKind::Bpe) {
+    const auto& merges = get_array(file, kMerges, gguf::ValueType::String);
+    t->merge_ranks.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+      const std::string& merge = merges[i].as_string();
+      const size_t space = merge.find(' ', 1);
+      if (space == std::string::npos) fail("{}: {}[{}] = '{}' is not two symbols separated by a space", file.path(), kMerges, i, merge);
+      t->merge_ranks.emplace(merge, static_cast<int32_t>(i));  // the first rank of a repeated merge wins
+    }
+    t->splitter = std::make_unique<tok::PreSplitter>(t->pre);
+  }
+
+  read_special_ids(file, *t);
+  t->add_space_prefix = get_bool_or(file, "tokenizer.ggml.add_space_prefix", t->add_space_prefix);
+  t->add_bos = get_bool_or(file, "tokenizer.ggml.add_bos_token", t->add_bos);
+  t->add_eos = get_bool_or(file, "tokenizer.ggml.add_eos_token", t->add_eos);
+  if (t->add_bos && t->bos == kNoToken)
+    fail("{}: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is not set", file.path());
+  if (t->add_eos && t->eos == kNoToken)
+    fail("{}: tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is not set", file.path());
+
+  find_end_of_generation(*t);
+  index_special_tokens(*t);
+  t->pieces.reserve(t->texts.size());
+  for (int32_t id = 0; id < static_cast<int32_t>(t->texts.size()); ++id) t->pieces.push_back(t->piece(id, true));
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(t)));
+}
+
+}  // namespace loom

@@ -1,0 +1,228 @@
+// Generated vocabularies for `loom make-model`: byte-pair merges learned
+// from the built-in text, written as a complete SPM or byte-level BPE
+// vocabulary that llama.cpp loads and tokenizes exactly as Loom does.
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <unordered_map>
+
+#include "loom/error.h"
+#include "loom/gguf.h"
+#include "loom/tokenizer.h"
+#include "tokenizer_internal.h"
+
+namespace loom {
+namespace {
+
+using Symbols = std::vector<std::string>;
+using Merge = std::pair<std::string, std::string>;
+
+struct Word {
+  Symbols symbols;
+  int64_t count;
+};
+
+// Counts distinct words in first-seen order, each split into UTF-8 characters.
+std::vector<Word> count_words(const std::vector<std::string>& words) {
+  std::vector<Word> out;
+  std::unordered_map<std::string, size_t> index;
+  for (const std::string& w : words) {
+    if (w.empty()) continue;
+    auto [it, inserted] = index.emplace(w, out.size());
+    if (!inserted) {
+      ++out[it->second].count;
+      continue;
+    }
+    Symbols symbols;
+    for (size_t i = 0; i < w.size();) {
+      const size_t n = std::min(tok::utf8_len(w[i]), w.size() - i);
+      symbols.push_back(w.substr(i, n));
+      i += n;
+    }
+    out.push_back({std::move(symbols), 1});
+  }
+  return out;
+}
+
+// Classic BPE training: merge the most frequent adjacent pair (ties: the
+// smallest pair), until `keep` says stop or no pair is left.
+template <class Keep>
+std::vector<Merge> learn_merges(std::vector<Word> words, Keep keep) {
+  std::vector<Merge> merges;
+  while (true) {
+    std::map<Merge, int64_t> pairs;
+    for (const Word& w : words)
+      for (size_t i = 1; i < w.symbols.size(); ++i) pairs[{w.symbols[i - 1], w.symbols[i]}] += w.count;
+    if (pairs.empty()) break;
+    auto best = pairs.begin();
+    for (auto it = pairs.begin(); it != pairs.end(); ++it)
+      if (it->second > best->second) best = it;
+    if (!keep(best->first)) break;
+    merges.push_back(best->first);
+    const std::string joined = best->first.first + best->first.second;
+    for (Word& w : words) {
+      Symbols next;
+      for (size_t i = 0; i < w.symbols.size(); ++i) {
+        if (i + 1 < w.symbols.size() && w.symbols[i] == best->first.first && w.symbols[i + 1] == best->first.second) {
+          next.push_back(joined);
+          ++i;
+        } else {
+          next.push_back(w.symbols[i]);
+        }
+      }
+      w.symbols = std::move(next);
+    }
+  }
+  return merges;
+}
+
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;
+  void add(std::string text, TokenType type, float score = 0.0f) {
+    tokens.push_back(std::move(text));
+    types.push_back(static_cast<int32_t>(type));
+    scores.push_back(score);
+  }
+};
+
+constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
+
+Vocab build_spm(int n_vocab) {
+  Vocab v;
+  v.add("<unk>", TokenType::Unknown);
+  v.add("<s>", TokenType::Control);
+  v.add("</s>", TokenType::Control);
+  for (int b = 0; b < 256; ++b) v.add(fmt::format("<0x{:02X}>", b), TokenType::Byte);
+
+  // Words as SentencePiece sees them: split at whitespace, each with a
+  // leading U+2581 (the escaped space the tokenizer adds before a word).
+  std::vector<std::string> words;
+  std::string current;
+  auto flush = [&] {
+    if (!current.empty()) words.push_back(std::string(kEscapedSpace) + current);
+    current.clear();
+  };
+  for (char c : vocab_training_text()) {
+    if (c == ' ' || c == '\n' || c == '\t') flush();
+    else current += c;
+  }
+  flush();
+  const std::vector<Word> counted = count_words(words);
+
+  // One slot stays for "▁" itself: without it every space would fall back
+  // to three byte tokens and decode as "▁" instead of " ".
+  const size_t capacity = static_cast<size_t>(n_vocab) - v.tokens.size() - 1;
+  std::vector<std::string> pieces;
+  std::unordered_map<std::string, bool> seen;
+  learn_merges(counted, [&](const Merge& m) {
+    if (pieces.size() >= capacity) return false;
+    if (seen.emplace(m.first + m.second, true).second) pieces.push_back(m.first + m.second);
+    return true;
+  });
+  // Merged pieces score by merge order; single characters come after them
+  // ("▁" first, then the most frequent), as in SentencePiece BPE models.
+  for (size_t i = 0; i < pieces.size(); ++i) v.add(pieces[i], TokenType::Normal, -static_cast<float>(i));
+  std::map<std::string, int64_t> char_count;
+  for (const Word& w : counted)
+    for (const std::string& s : w.symbols) char_count[s] += w.count;
+  char_count[std::string(kEscapedSpace)] = INT64_MAX;
+  std::vector<std::pair<std::string, int64_t>> chars(char_count.begin(), char_count.end());
+  std::stable_sort(chars.begin(), chars.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [text, count] : chars) {
+    if (v.tokens.size() >= static_cast<size_t>(n_vocab)) break;
+    if (seen.count(text)) continue;
+    v.add(text, TokenType::Normal, -static_cast<float>(v.tokens.size()));
+  }
+  for (int i = 0; v.tokens.size() < static_cast<size_t>(n_vocab); ++i) v.add(fmt::format("<unused{}>", i), TokenType::Unused);
+  return v;
+}
+
+constexpr std::string_view kBos = "<|begin_of_text|>";
+constexpr std::string_view kEos = "<|end_of_text|>";
+
+Vocab build_bpe(TokenizerStyle style, int n_vocab) {
+  Vocab v;
+  for (int b = 0; b < 256; ++b) v.add(tok::byte_to_symbol(static_cast<uint8_t>(b)), TokenType::Normal);
+  const PreTokenizer pre = style == TokenizerStyle::BpeLlama3  ? PreTokenizer::Llama3
+                           : style == TokenizerStyle::BpeQwen2 ? PreTokenizer::Qwen2
+                                                               : PreTokenizer::Gpt2;
+  const tok::PreSplitter splitter(pre);
+  const std::vector<Word> counted = count_words(splitter.split(vocab_training_text()));
+
+  const size_t capacity = static_cast<size_t>(n_vocab) - 2;  // room left for BOS and EOS
+  std::unordered_map<std::string, bool> seen;
+  for (const std::string& t : v.tokens) seen.emplace(t, true);
+  const std::vector<Merge> merges = learn_merges(counted, [&](const Merge& m) {
+    const bool is_new = !seen.count(m.first + m.second);
+    if (is_new && v.tokens.size() >= capacity) return false;
+    if (is_new) {
+      seen.emplace(m.first + m.second, true);
+      v.add(m.first + m.second, TokenType::Normal);
+    }
+    return true;
+  });
+  for (const Merge& m : merges) v.merges.push_back(m.first + " " + m.second);
+  v.add(std::string(kBos), TokenType::Control);
+  v.add(std::string(kEos), TokenType::Control);
+  for (int i = 0; v.tokens.size() < static_cast<size_t>(n_vocab); ++i)
+    v.add(fmt::format("<|reserved_special_token_{}|>", i), TokenType::Unused);
+  return v;
+}
+
+}  // namespace
+
+TokenizerStyle parse_tokenizer_style(std::string_view name) {
+  if (name == "spm" || name == "llama") return TokenizerStyle::Spm;
+  if (name == "bpe" || name == "gpt2" || name == "bpe-gpt2") return TokenizerStyle::Bpe;
+  if (name == "bpe-llama3" || name == "llama3") return TokenizerStyle::BpeLlama3;
+  if (name == "bpe-qwen2" || name == "qwen2") return TokenizerStyle::BpeQwen2;
+  fail("unknown tokenizer style '{}' (expected spm, bpe, bpe-llama3 or bpe-qwen2)", name);
+}
+
+std::string_view tokenizer_style_name(TokenizerStyle style) {
+  switch (style) {
+    case TokenizerStyle::Spm: return "spm";
+    case TokenizerStyle::Bpe: return "bpe";
+    case TokenizerStyle::BpeLlama3: return "bpe-llama3";
+    case TokenizerStyle::BpeQwen2: return "bpe-qwen2";
+  }
+  return "?";
+}
+
+int min_vocab_size(TokenizerStyle style) { return style == TokenizerStyle::Spm ? 3 + 256 + 1 : 256 + 2; }
+
+void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_vocab) {
+  if (n_vocab < min_vocab_size(style))
+    fail("a '{}' vocabulary needs at least {} tokens, asked for {}", tokenizer_style_name(style), min_vocab_size(style),
+         n_vocab);
+  const bool spm = style == TokenizerStyle::Spm;
+  const Vocab v = spm ? build_spm(n_vocab) : build_bpe(style, n_vocab);
+  writer.set("tokenizer.ggml.model", gguf::Value::string(spm ? "llama" : "gpt2"));
+  if (!spm) {
+    const char* pre = style == TokenizerStyle::BpeLlama3 ? "llama-bpe" : style == TokenizerStyle::BpeQwen2 ? "qwen2" : "gpt-2";
+    writer.set("tokenizer.ggml.pre", gguf::Value::string(pre));
+  }
+  writer.set("tokenizer.ggml.tokens", gguf::Value::strings(v.tokens));
+  if (spm) writer.set("tokenizer.ggml.scores", gguf::Value::f32s(v.scores));
+  writer.set("tokenizer.ggml.token_type", gguf::Value::i32s(v.types));
+  if (!spm) writer.set("tokenizer.ggml.merges", gguf::Value::strings(v.merges));
+  auto id_of = [&](std::string_view text) {
+    return static_cast<uint32_t>(std::find(v.tokens.begin(), v.tokens.end(), text) - v.tokens.begin());
+  };
+  const uint32_t bos = spm ? 1 : id_of(kBos);
+  const uint32_t eos = spm ? 2 : id_of(kEos);
+  writer.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(bos));
+  writer.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(eos));
+  if (spm) writer.set("tokenizer.ggml.unknown_token_id", gguf::Value::u32(0));
+  writer.set("tokenizer.ggml.padding_token_id", gguf::Value::u32(spm ? 0 : eos));
+  // BOS as the model families do: llama and llama3 add it, gpt-2 and qwen2 do not.
+  const bool add_bos = style == TokenizerStyle::Spm || style == TokenizerStyle::BpeLlama3;
+  writer.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(add_bos));
+  writer.set("tokenizer.ggml.add_eos_token", gguf::Value::boolean(false));
+  if (spm) writer.set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(true));
+}
+
+}  // namespace loom

@@ -1,0 +1,364 @@
+// Tokenizer tests: tiny hand-made vocabularies whose expected ids follow
+// from the algorithms (SPM merge order by score, byte fallback, BPE merge
+// ranks), pre-tokenizer splits, special tokens, decode round trips on the
+// generated vocabularies, and errors for bad metadata.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "loom/error.h"
+#include "loom/gguf.h"
+#include "loom/tokenizer.h"
+
+namespace loom {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("loom_tok_test_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+// Writes `w` to a temporary file and loads its tokenizer.
+std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
+  const std::string path = temp_path(name + ".gguf");
+  w.write(path);
+  auto file = gguf::File::open(path);
+  auto tok = Tokenizer::from_gguf(*file);
+  std::filesystem::remove(path);
+  return tok;
+}
+
+std::string load_error(const gguf::Writer& w, const std::string& name) {
+  try {
+    load(w, name);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+const std::string kSpace = "\xE2\x96\x81";  // U+2581
+
+// An SPM vocabulary: <unk> <s> </s>, the 256 byte tokens (ids 3..258), then
+// the given pieces with their scores.
+gguf::Writer spm_vocab(const std::vector<std::pair<std::string, float>>& pieces) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(fmt::format("<0x{:02X}>", b));
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (const auto& [text, score] : pieces) {
+    tokens.push_back(text);
+    scores.push_back(score);
+    types.push_back(1);
+  }
+  gguf::Writer w;
+  w.set("general.architecture", gguf::Value::string("llama"));
+  w.set("tokenizer.ggml.model", gguf::Value::string("llama"));
+  w.set("tokenizer.ggml.tokens", gguf::Value::strings(tokens));
+  w.set("tokenizer.ggml.scores", gguf::Value::f32s(scores));
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32s(types));
+  w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(2));
+  return w;
+}
+
+constexpr int32_t kFirstPiece = 259;
+
+TEST(SpmTokenizer, HigherScoreMergesFirst) {
+  // "abc" -> "▁abc": pairs ab and bc both exist; the higher score wins.
+  {
+    auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -1}, {"bc", -2}}), "spm_ab");
+    EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 4, kFirstPiece + 3}));
+  }
+  {
+    auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -2}, {"bc", -1}}), "spm_bc");
+    EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kFirstPiece + 5}));
+  }
+}
+
+TEST(SpmTokenizer, MergesChainAndTiesGoLeft) {
+  // ▁ a b c, then "abc" from "a"+"bc", then "▁abc" from "▁"+"abc".
+  auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}, {"bc", -1}, {"abc", -2}, {kSpace + "abc", -3}, {"aa", -4}}),
+                  "spm_chain");
+  EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{kFirstPiece + 4}));
+  // "aaa": both "aa" pairs score the same; the left one merges.
+  EXPECT_EQ(tok->encode("aaa", false, false), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 5, kFirstPiece + 1}));
+}
+
+TEST(SpmTokenizer, ByteFallbackAndSpaces) {
+  auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}}), "spm_bytes");
+  // 'é' is not a piece: its two UTF-8 bytes become byte tokens (3 + byte).
+  EXPECT_EQ(tok->encode("a\xC3\xA9", false, false),
+            (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, 3 + 0xC3, 3 + 0xA9}));
+  // Every space is escaped; the prefix space comes first. '\n' is a byte.
+  EXPECT_EQ(tok->encode(" a\n", false, false),
+            (std::vector<int32_t>{kFirstPiece, kFirstPiece, kFirstPiece + 1, 3 + '\n'}));
+  EXPECT_EQ(tok->decode(tok->encode(" a\n", false, false)), " a\n");
+  EXPECT_EQ(tok->token_to_piece(3 + 'x'), "x");
+  EXPECT_EQ(tok->token_to_piece(kFirstPiece), " ");
+}
+
+TEST(SpmTokenizer, BosAndSpecialTokens) {
+  auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}}), "spm_special");
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->eos(), 2);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_TRUE(tok->is_eog(2));
+  EXPECT_FALSE(tok->is_eog(1));
+  EXPECT_EQ(tok->encode("a", true, false), (std::vector<int32_t>{1, kFirstPiece, kFirstPiece + 1}));
+  EXPECT_EQ(tok->encode("", true, false), (std::vector<int32_t>{1}));
+  EXPECT_TRUE(tok->encode("", false, false).empty());
+  // With parse_special "<s>" is BOS and the text after it gets a new prefix
+  // space; without, it is plain text ('<', 's', '>' as bytes).
+  EXPECT_EQ(tok->encode("a<s>a", false, true),
+            (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, 1, kFirstPiece, kFirstPiece + 1}));
+  EXPECT_EQ(tok->encode("<s>", false, false), (std::vector<int32_t>{kFirstPiece, 3 + '<', 3 + 's', 3 + '>'}));
+  // Control tokens render only on request.
+  const std::vector<int32_t> ids = {1, kFirstPiece, kFirstPiece + 1, 2};
+  EXPECT_EQ(tok->decode(ids), " a");
+  EXPECT_EQ(tok->decode(ids, true), "<s> a</s>");
+}
+
+// A byte-level BPE vocabulary: the 256 byte symbols (id = byte value), the
+// given merges' results in order, extra tokens, then <|endoftext|>.
+gguf::Writer bpe_vocab(const std::vector<std::string>& merges, const std::string& pre = "gpt-2",
+                       const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> tokens;
+  uint32_t next = 256;  // GPT-2's mapping: printable bytes as themselves, the rest from U+0100
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const uint32_t cpt = printable ? b : next++;
+    std::string s;
+    if (cpt < 0x80) {
+      s += static_cast<char>(cpt);
+    } else {
+      s += static_cast<char>(0xC0 | (cpt >> 6));
+      s += static_cast<char>(0x80 | (cpt & 0x3F));
+    }
+    tokens.push_back(s);
+  }
+  for (const std::string& m : merges) {
+    std::string joined = m;
+    joined.erase(m.find(' '), 1);
+    tokens.push_back(joined);
+  }
+  tokens.insert(tokens.end(), extra.begin(), extra.end());
+  tokens.push_back("<|endoftext|>");
+  std::vector<int32_t> types(tokens.size(), 1);
+  types.back() = 3;
+  gguf::Writer w;
+  w.set("general.architecture", gguf::Value::string("llama"));
+  w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+  w.set("tokenizer.ggml.pre", gguf::Value::string(pre));
+  w.set("tokenizer.ggml.tokens", gguf::Value::strings(tokens));
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32s(types));
+  w.set("tokenizer.ggml.merges", gguf::Value::strings(merges));
+  w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(static_cast<uint32_t>(tokens.size() - 1)));
+  w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(static_cast<uint32_t>(tokens.size() - 1)));
+  return w;
+}
+
+TEST(BpeTokenizer, LowestRankMergesFirst) {
+  // "hello": ll (rank 0) before he (rank 1), then he+ll, then hell+o.
+  auto tok = load(bpe_vocab({"l l", "h e", "he ll", "hell o", "\xC4\xA0 w", "o r", "\xC4\xA0w or", "a a"}), "bpe_rank");
+  EXPECT_EQ(tok->encode("hello", false, false), (std::vector<int32_t>{259}));
+  // " world" is one pre-token: Ġw + or -> Ġwor, then l, d as bytes.
+  EXPECT_EQ(tok->encode("hello world", false, false), (std::vector<int32_t>{259, 262, 'l', 'd'}));
+  // Without "he ll" reachable: "help" -> he, l, p.
+  EXPECT_EQ(tok->encode("help", false, false), (std::vector<int32_t>{257, 'l', 'p'}));
+  // Equal ranks: the leftmost pair merges.
+  EXPECT_EQ(tok->encode("aaa", false, false), (std::vector<int32_t>{263, 'a'}));
+  EXPECT_EQ(tok->decode(tok->encode("hello world", false, false)), "hello world");
+  EXPECT_FALSE(tok->add_bos());  // gpt-2 adds no BOS
+}
+
+TEST(BpeTokenizer, BytesMapToPrintableSymbols) {
+  auto tok = load(bpe_vocab({}), "bpe_bytes");
+  // Space is byte 0x20 -> 'Ġ' (U+0120); newline -> 'Ċ'; each maps back.
+  EXPECT_EQ(tok->token_text(' '), "\xC4\xA0");
+  EXPECT_EQ(tok->token_text('\n'), "\xC4\x8A");
+  EXPECT_EQ(tok->token_to_piece(' '), " ");
+  const std::string text = "caf\xC3\xA9 \xF0\x9F\xA7\xB5\n\t\x01";
+  std::vector<int32_t> expected;
+  for (unsigned char c : text) expected.push_back(c);
+  EXPECT_EQ(tok->encode(text, false, false), expected);
+  EXPECT_EQ(tok->decode(expected), text);
+}
+
+TEST(BpeTokenizer, SpecialTokensAndCleanUp) {
+  auto tok = load(bpe_vocab({}), "bpe_special");
+  const int32_t eot = 256;
+  EXPECT_EQ(tok->encode("a<|endoftext|>b", false, true), (std::vector<int32_t>{'a', eot, 'b'}));
+  EXPECT_EQ(tok->encode("<|endoftext|>", false, false).size(), 13u);  // as text
+  EXPECT_TRUE(tok->is_eog(eot));
+  // "gpt-2" vocabularies drop the space llama.cpp's detokenizer finds before
+  // punctuation and contractions; "qwen2" ones keep the text as it is.
+  const std::string text = "a . b , c ' d 's";
+  EXPECT_EQ(tok->decode(tok->encode(text, false, false)), "a. b, c'd's");
+  auto qwen = load(bpe_vocab({}, "qwen2"), "bpe_qwen");
+  EXPECT_EQ(qwen->decode(qwen->encode(text, false, false)), text);
+}
+
+TEST(BpeTokenizer, Llama3TakesWholeWordsFromTheVocabulary) {
+  // "abc" is a token that no merge reaches: gpt-2 merges a+b and stops,
+  // llama-bpe finds the whole word in the vocabulary first.
+  auto gpt2 = load(bpe_vocab({"a b"}, "gpt-2", {"abc"}), "bpe_gpt2_whole");
+  auto llama3 = load(bpe_vocab({"a b"}, "llama-bpe", {"abc"}), "bpe_llama3_whole");
+  EXPECT_EQ(gpt2->encode("abc", false, false), (std::vector<int32_t>{256, 'c'}));
+  EXPECT_EQ(llama3->encode("abc", false, false), (std::vector<int32_t>{257}));
+  EXPECT_TRUE(llama3->add_bos());
+  EXPECT_EQ(llama3->encode("abc", true, false), (std::vector<int32_t>{258, 257}));
+}
+
+TEST(PreTokenizer, Gpt2Splits) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Gpt2, "Hello world's 123 4567!!  ok\n\nbye"),
+            (V{"Hello", " world", "'s", " 123", " 4567", "!!", " ", " ok", "\n", "\n", "bye"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Gpt2, "I'M"), (V{"I", "'", "M"}));  // contractions are lower case only
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Gpt2, "na\xC3\xAFve caf\xC3\xA9"), (V{"na\xC3\xAFve", " caf\xC3\xA9"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Gpt2, "\tfoo   "), (V{"\t", "foo", "   "}));
+}
+
+TEST(PreTokenizer, Llama3AndQwen2Splits) {
+  using V = std::vector<std::string>;
+  const std::string text = "Hello world's 123 4567!!  ok\n\nbye";
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Llama3, text),
+            (V{"Hello", " world", "'s", " ", "123", " ", "456", "7", "!!", " ", " ok", "\n\n", "bye"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Qwen2, text),
+            (V{"Hello", " world", "'s", " ", "1", "2", "3", " ", "4", "5", "6", "7", "!!", " ", " ok", "\n\n", "bye"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Llama3, "I'M"), (V{"I", "'M"}));  // case-insensitive contractions
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Llama3, "ok!\n\nnext"), (V{"ok", "!\n\n", "next"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Llama3, "\tfoo"), (V{"\tfoo"}));
+  // Unicode whitespace (NBSP, ideographic space) counts as whitespace.
+  EXPECT_EQ(pre_tokenize(PreTokenizer::Llama3, "a\xC2\xA0\xC2\xA0" "b\xE3\x80\x80"),
+            (V{"a", "\xC2\xA0", "\xC2\xA0" "b", "\xE3\x80\x80"}));
+}
+
+const std::vector<std::string> kTricky = {
+    "",
+    "Hello world",
+    " leading space",
+    "   several leading spaces",
+    "trailing spaces   ",
+    "multiple    spaces\tand\ttabs",
+    "line one\nline two\n\n\nline five\r\n",
+    "\n",
+    "caf\xC3\xA9 na\xC3\xAFve Z\xC3\xBCrich \xD0\x9C\xD0\xBE\xD1\x81\xD0\xBA\xD0\xB2\xD0\xB0",
+    "\xE6\x9D\xB1\xE4\xBA\xAC\xE3\x81\xAF\xE6\x97\xA5\xE6\x9C\xAC",
+    "emoji \xF0\x9F\xA7\xB5\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB and more",
+    "numbers 1804 3.14159 2,048",
+    "code: for (int i = 0; i < n; ++i) { x[i] = y; }",
+    "The loom is one of the oldest machines people have built",
+};
+
+TEST(GeneratedVocab, RoundTripsAndIsExact) {
+  for (TokenizerStyle style : {TokenizerStyle::Spm, TokenizerStyle::Bpe, TokenizerStyle::BpeLlama3, TokenizerStyle::BpeQwen2}) {
+    for (int n_vocab : {min_vocab_size(style), 300, 1200, 5000}) {
+      SCOPED_TRACE(fmt::format("{} {}", tokenizer_style_name(style), n_vocab));
+      gguf::Writer w;
+      write_tokenizer_metadata(w, style, n_vocab);
+      auto tok = load(w, "gen");
+      EXPECT_EQ(tok->n_vocab(), n_vocab);
+      EXPECT_NE(tok->bos(), Tokenizer::kNoToken);
+      EXPECT_NE(tok->eos(), Tokenizer::kNoToken);
+      EXPECT_TRUE(tok->is_eog(tok->eos()));
+      for (const std::string& s : kTricky) {
+        const std::vector<int32_t> ids = tok->encode(s, false, false);
+        EXPECT_EQ(tok->decode(ids), s) << "text: " << s;
+        std::vector<int32_t> with_bos = tok->encode(s, true, false);
+        if (tok->add_bos()) {
+          ASSERT_FALSE(with_bos.empty());
+          EXPECT_EQ(with_bos.front(), tok->bos());
+        }
+      }
+    }
+  }
+}
+
+TEST(GeneratedVocab, LearnsMultiCharacterPiecesDeterministically) {
+  for (TokenizerStyle style : {TokenizerStyle::Spm, TokenizerStyle::BpeLlama3}) {
+    const std::string a = temp_path("det_a.gguf"), b = temp_path("det_b.gguf");
+    for (const std::string& path : {a, b}) {
+      gguf::Writer w;
+      write_tokenizer_metadata(w, style, 2000);
+      w.write(path);
+    }
+    std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+    const std::string ba((std::istreambuf_iterator<char>(fa)), {}), bb((std::istreambuf_iterator<char>(fb)), {});
+    EXPECT_EQ(ba, bb);
+    auto file = gguf::File::open(a);
+    auto tok = Tokenizer::from_gguf(*file);
+    // A common word of the training text is a single token (SPM adds the
+    // space in front itself).
+    EXPECT_EQ(tok->encode(style == TokenizerStyle::Spm ? "the" : " the", false, false).size(), 1u);
+    EXPECT_LT(tok->encode("The loom is one of the oldest machines", false, false).size(), 12u);
+    std::filesystem::remove(a);
+    std::filesystem::remove(b);
+  }
+}
+
+TEST(GeneratedVocab, RejectsTooSmallSizes) {
+  gguf::Writer w;
+  EXPECT_THROW(write_tokenizer_metadata(w, TokenizerStyle::Spm, 259), Error);
+  EXPECT_THROW(write_tokenizer_metadata(w, TokenizerStyle::Bpe, 257), Error);
+  EXPECT_THROW(parse_tokenizer_style("wordpiece"), Error);
+  EXPECT_EQ(parse_tokenizer_style("bpe-qwen2"), TokenizerStyle::BpeQwen2);
+}
+
+TEST(TokenizerErrors, NameTheFileAndKey) {
+  {
+    gguf::Writer w = spm_vocab({});
+    w.set("tokenizer.ggml.model", gguf::Value::string("bert"));
+    const std::string e = load_error(w, "bad_model");
+    EXPECT_NE(e.find("tokenizer.ggml.model"), std::string::npos) << e;
+    EXPECT_NE(e.find("bert"), std::string::npos) << e;
+    EXPECT_NE(e.find("loom_tok_test_"), std::string::npos) << e;  // the file
+  }
+  {
+    gguf::Writer w = spm_vocab({{"a", -1}});
+    w.set("tokenizer.ggml.scores", gguf::Value::f32s({0, 0, 0}));
+    const std::string e = load_error(w, "bad_scores");
+    EXPECT_NE(e.find("tokenizer.ggml.scores has 3 entries"), std::string::npos) << e;
+  }
+  {
+    gguf::Writer w = spm_vocab({});
+    w.set("tokenizer.ggml.token_type", gguf::Value::i32s({1}));
+    EXPECT_NE(load_error(w, "bad_types").find("tokenizer.ggml.token_type"), std::string::npos);
+  }
+  {
+    gguf::Writer w = spm_vocab({{"a", -1}, {"a", -2}});
+    EXPECT_NE(load_error(w, "dup").find("appears twice"), std::string::npos);
+  }
+  {
+    gguf::Writer w = spm_vocab({});
+    w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(100000));
+    EXPECT_NE(load_error(w, "bad_bos").find("tokenizer.ggml.bos_token_id = 100000"), std::string::npos);
+  }
+  {
+    gguf::Writer w;
+    w.set("general.architecture", gguf::Value::string("llama"));
+    EXPECT_NE(load_error(w, "no_model").find("tokenizer.ggml.model"), std::string::npos);
+  }
+  {
+    gguf::Writer w = bpe_vocab({});
+    w.set("tokenizer.ggml.pre", gguf::Value::string("no-such-pre"));
+    EXPECT_NE(load_error(w, "bad_pre").find("no-such-pre"), std::string::npos);
+  }
+  {
+    gguf::Writer w = bpe_vocab({});
+    w.set("tokenizer.ggml.merges", gguf::Value::i32s({1}));
+    EXPECT_NE(load_error(w, "bad_merges").find("tokenizer.ggml.merges"), std::string::npos);
+  }
+  auto tok = load(spm_vocab({}), "range");
+  EXPECT_THROW(tok->token_to_piece(259), Error);
+  EXPECT_THROW(tok->token_to_piece(-1), Error);
+}
+
+}  // namespace
+}  // namespace loom
