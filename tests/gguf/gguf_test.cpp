@@ -153,7 +153,7 @@ TEST(Gguf, RoundTripsEveryValueTypeAndTensor) {
 TEST(Gguf, WriterChecksTensorsAndLeavesNoPartialFile) {
   Writer w;
   EXPECT_THROW(w.add_tensor("x", 0, {4}, std::vector<uint8_t>(15)), Error);  // size mismatch
-  EXPECT_THROW(w.add_tensor("x", 8, {31}, {}), Error);                       // partial block
+  EXPECT_THROW(w.add_tensor("x", 8, {31}, std::vector<uint8_t>{}), Error);  // partial block
   EXPECT_THROW(w.add_tensor("x", 999, {4}, std::vector<uint8_t>(16)), Error);
   w.set("bad", Value::array(ValueType::U32, {Value::string("not a u32")}));
   const std::string path = temp_path("partial.gguf");

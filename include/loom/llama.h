@@ -1,0 +1,142 @@
+// The llama model runtime: hyper-parameters and weights read from a GGUF
+// file, and a Session that keeps a KV cache and evaluates token batches.
+//
+// Graph per micro-batch (n tokens at positions p..p+n-1):
+//   x = get_rows(token_embd, tokens)
+//   per layer: h = rms_norm(x) * attn_norm
+//              q, k, v = W_q h, W_k h, W_v h;  q, k = rope(q, k, positions)
+//              k, v rows -> the layer's cache at slots = positions (set_rows)
+//              a = softmax(K^T q / sqrt(d) + causal mask) V   (grouped-query)
+//              x = x + W_o a
+//              h = rms_norm(x) * ffn_norm
+//              x = x + W_down (silu(W_gate h) * W_up h)
+//   logits = W_out (rms_norm(x) * output_norm)   (W_out = token_embd if tied)
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/backend.h"
+#include "loom/context.h"
+#include "loom/gguf.h"
+#include "loom/graph_alloc.h"
+
+namespace loom {
+
+class Tokenizer;
+
+struct LlamaHParams {
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_ff = 0;
+  int64_t n_rot = 0;  // rotated dims per head
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;
+  float rms_eps = 1e-5f;
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
+  // Reads and checks the llama.* keys; errors name the file and key.
+  static LlamaHParams from_gguf(const gguf::File& file);
+};
+
+struct LlamaLayer {
+  Tensor* attn_norm = nullptr;
+  Tensor* wq = nullptr;
+  Tensor* wk = nullptr;
+  Tensor* wv = nullptr;
+  Tensor* wo = nullptr;
+  Tensor* ffn_norm = nullptr;
+  Tensor* ffn_gate = nullptr;
+  Tensor* ffn_up = nullptr;
+  Tensor* ffn_down = nullptr;
+};
+
+struct LoadOptions {
+  bool use_mmap = true;
+  bool progress = false;  // print a progress bar to stderr
+};
+
+class LlamaModel {
+ public:
+  static std::unique_ptr<LlamaModel> load(const std::string& path, const LoadOptions& options = {});
+  ~LlamaModel();
+
+  const LlamaHParams& hparams() const { return hparams_; }
+  const gguf::File& file() const { return *file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  Tensor* token_embd() const { return token_embd_; }
+  Tensor* output_norm() const { return output_norm_; }
+  Tensor* output() const { return output_; }  // token_embd when tied
+  const std::vector<LlamaLayer>& layers() const { return layers_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  double load_seconds() const { return load_seconds_; }
+  std::string describe_buffers() const;
+
+ private:
+  LlamaModel() = default;
+  Tensor* weight(const std::string& name, std::initializer_list<int64_t> ne, bool required = true);
+  void place_weights(const LoadOptions& options);
+
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  LlamaHParams hparams_;
+  Context ctx_;
+  std::vector<std::pair<Tensor*, const gguf::TensorInfo*>> weights_;
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  Tensor* token_embd_ = nullptr;
+  Tensor* output_norm_ = nullptr;
+  Tensor* output_ = nullptr;
+  std::vector<LlamaLayer> layers_;
+  size_t weight_bytes_ = 0;
+  double load_seconds_ = 0.0;
+};
+
+struct SessionOptions {
+  int64_t n_ctx = 0;      // 0: min(training context, 4096)
+  int64_t n_batch = 2048; // logical batch: tokens per decode() call are split into these
+  int64_t n_ubatch = 512; // micro-batch: tokens per graph
+  DType type_k = DType::F16;
+  DType type_v = DType::F16;
+  int n_threads = 0;      // 0: all cores
+};
+
+class Session {
+ public:
+  Session(const LlamaModel& model, const SessionOptions& options);
+  ~Session();
+
+  // Evaluates `tokens` at the next positions. Returns the logits of the last
+  // token ([n_vocab]), or of every token ([n_tokens * n_vocab]) with all_logits.
+  std::vector<float> decode(std::span<const int32_t> tokens, bool all_logits = false);
+  int64_t n_past() const { return n_past_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  void reset() { n_past_ = 0; }
+  size_t kv_cache_bytes() const;
+  size_t compute_buffer_bytes() const { return galloc_->buffer_size(0); }
+  const PlanReport& compute_plan() const { return galloc_->report(); }
+
+ private:
+  struct UbatchGraph;
+  // Builds the graph for n tokens after n_past cached ones.
+  void build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const;
+  std::vector<float> decode_ubatch(std::span<const int32_t> tokens, bool all_logits);
+
+  const LlamaModel& model_;
+  SessionOptions options_;
+  int64_t n_ctx_ = 0;
+  int64_t n_past_ = 0;
+  Context cache_ctx_;
+  std::vector<Tensor*> k_cache_, v_cache_;
+  std::vector<std::shared_ptr<Buffer>> cache_buffers_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<GraphAllocator> galloc_;  // compute memory, planned per graph
+};
+
+}  // namespace loom

@@ -1,0 +1,40 @@
+// Generates llama-architecture GGUF files with reproducible random weights
+// (`loom make-model`), for tests, benchmarks and the built-in default model.
+// The same spec, type and seed always give the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "loom/tokenizer.h"
+#include "loom/types.h"
+
+namespace loom {
+
+struct ModelSpec {
+  std::string name = "tiny";
+  int64_t n_vocab = 2048;
+  int64_t n_ctx = 512;
+  int64_t n_embd = 256;
+  int64_t n_layer = 4;
+  int64_t n_head = 8;
+  int64_t n_head_kv = 4;
+  int64_t n_ff = 704;
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_output = false;  // no output.weight: token_embd is used for logits
+  TokenizerStyle vocab = TokenizerStyle::Spm;
+};
+
+// "tiny" or "tinyllama-1.1b"; throws loom::Error listing the presets otherwise.
+ModelSpec model_preset(const std::string& name);
+// Checks the dims fit together (heads divide n_embd, ...), naming the bad one.
+void validate_spec(const ModelSpec& spec);
+
+// Writes the model with weights of `type` (norms stay f32). `progress` gets
+// (tensors written, total).
+void write_random_model(const ModelSpec& spec, DType type, uint64_t seed, const std::string& path,
+                        const std::function<void(size_t, size_t)>& progress = {});
+
+}  // namespace loom

@@ -1,0 +1,137 @@
+#include "loom/model_gen.h"
+
+#include <cmath>
+#include <vector>
+
+#include "loom/error.h"
+#include "loom/gguf.h"
+
+namespace loom {
+namespace {
+
+// splitmix64: a fast, well-mixed counter-based generator, so every tensor's
+// values depend only on (seed, tensor index, element index).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform values in [center - half, center + half].
+void fill_uniform(float* out, int64_t n, uint64_t stream, float center, float half) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r = mix(stream ^ mix(static_cast<uint64_t>(i)));
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    out[i] = center + (2.0f * u - 1.0f) * half;
+  }
+}
+
+}  // namespace
+
+ModelSpec model_preset(const std::string& name) {
+  ModelSpec s;
+  if (name == "tiny") return s;
+  if (name == "tinyllama-1.1b") {
+    s.name = name;
+    s.n_vocab = 32000;
+    s.n_ctx = 2048;
+    s.n_embd = 2048;
+    s.n_layer = 22;
+    s.n_head = 32;
+    s.n_head_kv = 4;
+    s.n_ff = 5632;
+    return s;
+  }
+  fail("unknown model preset '{}' (presets: tiny, tinyllama-1.1b)", name);
+}
+
+void validate_spec(const ModelSpec& s) {
+  auto positive = [](int64_t v, const char* what) {
+    if (v <= 0) fail("model spec: {} must be positive, got {}", what, v);
+  };
+  positive(s.n_vocab, "vocab size");
+  positive(s.n_ctx, "context length");
+  positive(s.n_embd, "embedding size");
+  positive(s.n_layer, "layer count");
+  positive(s.n_head, "head count");
+  positive(s.n_head_kv, "kv head count");
+  positive(s.n_ff, "feed-forward size");
+  if (s.n_embd % s.n_head) fail("model spec: {} heads do not divide the embedding size {}", s.n_head, s.n_embd);
+  if (s.n_head % s.n_head_kv)
+    fail("model spec: {} kv heads do not divide the {} heads", s.n_head_kv, s.n_head);
+  if ((s.n_embd / s.n_head) % 2) fail("model spec: head size {} must be even for RoPE", s.n_embd / s.n_head);
+  if (s.n_embd % 32 || s.n_ff % 32 || (s.n_embd / s.n_head * s.n_head_kv) % 32)
+    fail("model spec: embedding ({}), feed-forward ({}) and kv sizes must be multiples of 32 for quantized types",
+         s.n_embd, s.n_ff);
+}
+
+void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std::string& path,
+                        const std::function<void(size_t, size_t)>& progress) {
+  validate_spec(s);
+  if (type != DType::F32 && type != DType::F16 && type != DType::BF16 && type != DType::Q8_0 && type != DType::Q4_0)
+    fail("make-model: weight type {} is not supported (f32, f16, bf16, q8_0, q4_0)", type_name(type));
+  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t n_embd_kv = head_dim * s.n_head_kv;
+  gguf::Writer w;
+  using gguf::Value;
+  w.set("general.architecture", Value::string("llama"));
+  w.set("general.name", Value::string("loom-random-" + s.name));
+  // GGUF file types: 0 all f32, 1 mostly f16, 2 mostly q4_0, 7 mostly q8_0, 32 mostly bf16.
+  const uint32_t ftype = type == DType::F32    ? 0
+                         : type == DType::F16  ? 1
+                         : type == DType::Q4_0 ? 2
+                         : type == DType::Q8_0 ? 7
+                                               : 32;
+  w.set("general.file_type", Value::u32(ftype));
+  w.set("general.quantization_version", Value::u32(2));
+  w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(s.n_vocab)));
+  w.set("llama.context_length", Value::u32(static_cast<uint32_t>(s.n_ctx)));
+  w.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(s.n_embd)));
+  w.set("llama.block_count", Value::u32(static_cast<uint32_t>(s.n_layer)));
+  w.set("llama.feed_forward_length", Value::u32(static_cast<uint32_t>(s.n_ff)));
+  w.set("llama.attention.head_count", Value::u32(static_cast<uint32_t>(s.n_head)));
+  w.set("llama.attention.head_count_kv", Value::u32(static_cast<uint32_t>(s.n_head_kv)));
+  w.set("llama.rope.dimension_count", Value::u32(static_cast<uint32_t>(head_dim)));
+  w.set("llama.rope.freq_base", Value::f32(s.rope_freq_base));
+  w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
+  write_tokenizer_metadata(w, s.vocab, static_cast<int>(s.n_vocab));
+
+  uint64_t index = 0;
+  // Weights: uniform with std ~ 1/sqrt(fan_in) so activations keep their scale
+  // through the layers and logits are not degenerate.
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, DType t, float center, float half) {
+    const uint64_t stream = mix(seed * 0x100000001b3ull + (++index));
+    w.add_tensor(name, static_cast<uint32_t>(t), ne, [=](uint8_t* dst, size_t) {
+      const int64_t n_row = ne[0];
+      int64_t rows = 1;
+      for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+      std::vector<float> row(n_row);
+      const size_t row_bytes = row_size(t, n_row);
+      for (int64_t r = 0; r < rows; ++r) {
+        fill_uniform(row.data(), n_row, mix(stream + static_cast<uint64_t>(r)), center, half);
+        traits(t).from_float(row.data(), dst + r * row_bytes, n_row);
+      }
+    });
+  };
+  auto scale_for = [](int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
+  add("token_embd.weight", {s.n_embd, s.n_vocab}, type, 0.0f, 1.0f);
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
+    add(p + "attn_q.weight", {s.n_embd, s.n_embd}, type, 0.0f, scale_for(s.n_embd));
+    add(p + "attn_k.weight", {s.n_embd, n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
+    add(p + "attn_v.weight", {s.n_embd, n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
+    add(p + "attn_output.weight", {s.n_embd, s.n_embd}, type, 0.0f, scale_for(s.n_embd));
+    add(p + "ffn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
+    add(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+    add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+    add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, type, 0.0f, scale_for(s.n_ff));
+  }
+  add("output_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
+  if (!s.tied_output) add("output.weight", {s.n_embd, s.n_vocab}, type, 0.0f, 3.0f * scale_for(s.n_embd));
+  if (progress) w.set_progress(progress);
+  w.write(path);
+}
+
+}  // namespace loom

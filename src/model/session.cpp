@@ -1,0 +1,153 @@
+// Session: the KV cache and the per-micro-batch llama graph (see llama.h).
+#include <cmath>
+#include <limits>
+
+#include "loom/error.h"
+#include "loom/llama.h"
+#include "loom/ops.h"
+#include "loom/registry.h"
+#include "loom/tensor_alloc.h"
+#include "loom/graph_alloc.h"
+
+namespace loom {
+
+struct Session::UbatchGraph {
+  Context ctx;
+  Tensor* tokens = nullptr;
+  Tensor* positions = nullptr;
+  Tensor* mask = nullptr;
+  Tensor* logits = nullptr;
+  Graph graph;
+};
+
+Session::Session(const LlamaModel& model, const SessionOptions& options) : model_(model), options_(options) {
+  const LlamaHParams& h = model.hparams();
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+  if (options_.n_ubatch <= 0 || options_.n_batch <= 0)
+    fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
+  options_.n_ubatch = std::min(options_.n_ubatch, options_.n_batch);
+  for (DType t : {options.type_k, options.type_v})
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      fail("KV cache type {} is not supported (f32, f16, bf16)", type_name(t));
+  Device& cpu = Registry::get().cpu();
+  for (int64_t l = 0; l < h.n_layer; ++l) {
+    Tensor* k = cache_ctx_.new_tensor(options.type_k, {h.n_embd_kv(), n_ctx_});
+    k->name = "cache_k_l" + std::to_string(l);
+    Tensor* v = cache_ctx_.new_tensor(options.type_v, {h.n_embd_kv(), n_ctx_});
+    v->name = "cache_v_l" + std::to_string(l);
+    k_cache_.push_back(k);
+    v_cache_.push_back(v);
+  }
+  TensorAllocation a = allocate_tensors(cache_ctx_, cpu.default_buffer_type());
+  for (auto& b : a.buffers) b->clear(0);
+  cache_buffers_ = std::move(a.buffers);
+  backend_ = cpu.create_backend({.n_threads = options.n_threads});
+  // Size the compute buffer once for the worst case: a full micro-batch
+  // attending to the whole context.
+  galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&cpu.default_buffer_type()});
+  const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
+  UbatchGraph g;
+  build_graph(g, worst, n_ctx_ - worst, true);
+  galloc_->reserve(g.graph);
+}
+
+Session::~Session() = default;
+
+size_t Session::kv_cache_bytes() const {
+  size_t total = 0;
+  for (const auto& b : cache_buffers_) total += b->size();
+  return total;
+}
+
+std::vector<float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {
+  if (tokens.empty()) fail("decode: no tokens given");
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    fail("decode: {} tokens after {} already in the cache exceed the context of {} (raise -c)", tokens.size(),
+         n_past_, n_ctx_);
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= n_vocab) fail("decode: token id {} is outside the vocabulary [0, {})", t, n_vocab);
+  std::vector<float> logits;
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(options_.n_ubatch)) {
+    const size_t n = std::min<size_t>(options_.n_ubatch, tokens.size() - i);
+    const bool last = i + n == tokens.size();
+    std::vector<float> out = decode_ubatch(tokens.subspan(i, n), all_logits);
+    if (all_logits)
+      logits.insert(logits.end(), out.begin(), out.end());
+    else if (last)
+      logits = std::move(out);
+  }
+  return logits;
+}
+
+void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const {
+  const LlamaHParams& h = model_.hparams();
+  const int64_t n_kv = n_past + n;
+  const int64_t hd = h.head_dim();
+  Context& ctx = g.ctx;
+  Tensor* tok = g.tokens = ctx.new_tensor(DType::I32, {n});
+  tok->name = "tokens";
+  Tensor* pos = g.positions = ctx.new_tensor(DType::I32, {n});
+  pos->name = "positions";
+  Tensor* mask = g.mask = ctx.new_tensor(DType::F32, {n_kv, n});
+  mask->name = "kq_mask";
+  for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
+
+  const RopeParams rope_params{static_cast<int>(h.n_rot), RopeMode::Normal, h.rope_freq_base, h.rope_freq_scale};
+  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  Tensor* x = get_rows(ctx, model_.token_embd(), tok);
+  for (int64_t l = 0; l < h.n_layer; ++l) {
+    const LlamaLayer& L = model_.layers()[l];
+    Tensor* cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.attn_norm);
+    Tensor* q = rope(ctx, reshape(ctx, mul_mat(ctx, L.wq, cur), {hd, h.n_head, n, 1}), pos, rope_params);
+    Tensor* k = rope(ctx, reshape(ctx, mul_mat(ctx, L.wk, cur), {hd, h.n_head_kv, n, 1}), pos, rope_params);
+    Tensor* v = mul_mat(ctx, L.wv, cur);
+    Tensor* k_all = set_rows(ctx, k_cache_[l], reshape(ctx, k, {h.n_embd_kv(), n, 1, 1}), pos);
+    Tensor* v_all = set_rows(ctx, v_cache_[l], v, pos);
+    const size_t ks = traits(k_all->type).type_size, vs = traits(v_all->type).type_size;
+    // Cache rows are slots (= positions); view the first n_kv as [head_dim, n_head_kv, n_kv].
+    Tensor* kh = permute(
+        ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {hd * ks, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
+        {0, 2, 1, 3});                                                // [hd, n_kv, n_head_kv]
+    Tensor* kq = mul_mat(ctx, kh, permute(ctx, q, {0, 2, 1, 3}));  // [n_kv, n, n_head]
+    kq = soft_max(ctx, kq, mask, kq_scale);
+    Tensor* vt = cont(
+        ctx, permute(ctx, view(ctx, v_all, {hd, h.n_head_kv, n_kv, 1}, {hd * vs, v_all->nb[1], v_all->nb[1] * n_kv}, 0),
+                     {1, 2, 0, 3}));  // [n_kv, hd, n_head_kv]
+    Tensor* kqv = mul_mat(ctx, vt, kq);  // [hd, n, n_head]
+    Tensor* attn = reshape(ctx, cont(ctx, permute(ctx, kqv, {0, 2, 1, 3})), {h.n_embd, n, 1, 1});
+    x = add(ctx, x, mul_mat(ctx, L.wo, attn));
+    cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.ffn_norm);
+    Tensor* gate = silu(ctx, mul_mat(ctx, L.ffn_gate, cur));
+    x = add(ctx, x, mul_mat(ctx, L.ffn_down, mul(ctx, gate, mul_mat(ctx, L.ffn_up, cur))));
+  }
+  Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
+  if (!all_logits) out = view_2d(ctx, out, h.n_embd, 1, out->nb[1], (n - 1) * out->nb[1]);
+  g.logits = mul_mat(ctx, model_.output(), out);
+  g.logits->name = "logits";
+  g.graph = Graph::build(g.logits);
+}
+
+std::vector<float> Session::decode_ubatch(std::span<const int32_t> tokens, bool all_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n_kv = n_past_ + n;
+  UbatchGraph g;
+  build_graph(g, n, n_past_, all_logits);
+  galloc_->allocate(g.graph);
+  tensor_set(*g.tokens, tokens.data(), 0, tokens.size_bytes());
+  std::vector<int32_t> positions(n);
+  for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(n_past_ + i);
+  tensor_set(*g.positions, positions.data(), 0, positions.size() * sizeof(int32_t));
+  std::vector<float> m(static_cast<size_t>(n_kv * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n_kv; ++j)
+      m[i * n_kv + j] = j <= n_past_ + i ? 0.0f : -std::numeric_limits<float>::infinity();
+  tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+
+  backend_->compute(g.graph);
+  backend_->synchronize();
+  n_past_ += n;
+  return tensor_to_floats(*g.logits);
+}
+
+}  // namespace loom

@@ -1,0 +1,63 @@
+// loom make-model: a llama-architecture GGUF with reproducible random weights.
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "loom/error.h"
+#include "loom/model_gen.h"
+
+namespace loom::cli {
+
+int cmd_make_model(int argc, char** argv) {
+  Args args("make-model",
+            "Write a llama-architecture GGUF file with reproducible random weights and a tokenizer.\n"
+            "usage: loom make-model -o FILE [--preset tiny|tinyllama-1.1b] [--type q4_0] [dims...]",
+            {{{"-o", "--output"}, "FILE", "output path (required)"},
+             {{"--preset"}, "NAME", "tiny (default) or tinyllama-1.1b"},
+             {{"--type"}, "TYPE", "weight type: f32 (default), f16, bf16, q8_0, q4_0"},
+             {{"--seed"}, "N", "random seed (default 1)"},
+             {{"--vocab"}, "STYLE", "tokenizer: spm (SentencePiece 'llama', default), bpe (byte-level 'gpt2'), "
+                                    "bpe-llama3, bpe-qwen2"},
+             {{"--n-embd"}, "N", "embedding size"},
+             {{"--n-layer"}, "N", "layers"},
+             {{"--n-head"}, "N", "attention heads"},
+             {{"--n-head-kv"}, "N", "key/value heads (grouped-query attention)"},
+             {{"--n-ff"}, "N", "feed-forward size"},
+             {{"--n-vocab"}, "N", "vocabulary size"},
+             {{"--n-ctx"}, "N", "training context length"},
+             {{"--tied"}, "", "no output.weight: logits use token_embd"}});
+  args.parse(argc, argv);
+  if (args.has("--help")) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  const auto out = args.get("--output");
+  if (!out) fail("an output file is required (-o FILE)");
+  ModelSpec spec = model_preset(args.get_or("--preset", "tiny"));
+  spec.n_embd = args.get_int("--n-embd", static_cast<int>(spec.n_embd));
+  spec.n_layer = args.get_int("--n-layer", static_cast<int>(spec.n_layer));
+  spec.n_head = args.get_int("--n-head", static_cast<int>(spec.n_head));
+  spec.n_head_kv = args.get_int("--n-head-kv", static_cast<int>(spec.n_head_kv));
+  spec.n_ff = args.get_int("--n-ff", static_cast<int>(spec.n_ff));
+  spec.n_vocab = args.get_int("--n-vocab", static_cast<int>(spec.n_vocab));
+  spec.n_ctx = args.get_int("--n-ctx", static_cast<int>(spec.n_ctx));
+  spec.tied_output = args.has("--tied");
+  spec.vocab = parse_tokenizer_style(args.get_or("--vocab", "spm"));
+  const std::string type_str = args.get_or("--type", "f32");
+  const auto type = type_from_name(type_str);
+  if (!type) fail("--type: unknown type '{}' (f32, f16, bf16, q8_0, q4_0)", type_str);
+  const uint64_t seed = static_cast<uint64_t>(args.get_int("--seed", 1));
+  write_random_model(spec, *type, seed, *out, [](size_t done, size_t total) {
+    std::fprintf(stderr, "\rwriting tensors: %zu/%zu", done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  });
+  std::printf("wrote %s: %s, %lld layers, embd %lld, heads %lld/%lld, ff %lld, vocab %lld, %s weights, seed %llu\n",
+              out->c_str(), spec.name.c_str(), static_cast<long long>(spec.n_layer),
+              static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
+              static_cast<long long>(spec.n_head_kv), static_cast<long long>(spec.n_ff),
+              static_cast<long long>(spec.n_vocab), std::string(type_name(*type)).c_str(),
+              static_cast<unsigned long long>(seed));
+  return 0;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,102 @@
+// loom run: generate text from a prompt, printing it as it comes, then the
+// timings and memory.
+#include <chrono>
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "loom/error.h"
+#include "loom/sampler.h"
+#include "loom/tokenizer.h"
+#include "model_args.h"
+
+namespace loom::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  auto specs = model_option_specs();
+  specs.insert(specs.end(), {
+                                {{"-p", "--prompt"}, "TEXT", "prompt (default \"Once upon a time\")"},
+                                {{"-n", "--n-predict"}, "N", "tokens to generate (default 32)"},
+                                {{"-s", "--seed"}, "N", "sampling seed (default 0)"},
+                                {{"--temp"}, "T", "temperature; 0 is greedy (default 0.8)"},
+                                {{"--top-k"}, "N", "top-k, 0 off (default 40)"},
+                                {{"--top-p"}, "P", "top-p, 1 off (default 0.95)"},
+                                {{"--min-p"}, "P", "min-p, 0 off (default 0.05)"},
+                                {{"--ignore-eos"}, "", "keep generating after an end-of-generation token"},
+                            });
+  Args args("run", "Generate text with a llama-family GGUF model.", specs);
+  args.parse(argc, argv);
+  if (args.has("--help")) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  auto number = [&](const char* flag, float fallback) {
+    auto v = args.get(flag);
+    if (!v) return fallback;
+    try {
+      return std::stof(*v);
+    } catch (const std::exception&) {
+      fail("{} needs a number, got '{}'", flag, *v);
+    }
+  };
+  SamplerOptions so;
+  so.temperature = number("--temp", 0.8f);
+  so.top_k = args.get_int("--top-k", 40);
+  so.top_p = number("--top-p", 0.95f);
+  so.min_p = number("--min-p", 0.05f);
+  so.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
+  const int n_predict = args.get_int("--n-predict", 32);
+  const std::string prompt = args.get_or("--prompt", "Once upon a time");
+
+  LoadOptions lo = load_options(args);
+  lo.progress = true;
+  auto model = LlamaModel::load(model_path(args), lo);
+  const Tokenizer& tok = model->tokenizer();
+  Session session(*model, session_options(args));
+  Sampler sampler(so);
+
+  std::vector<int32_t> tokens = tok.encode(prompt, true, false);
+  std::printf("%s", prompt.c_str());
+  std::fflush(stdout);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits = session.decode(tokens);
+  const double prompt_s = seconds_since(t0);
+  const size_t n_prompt = tokens.size();
+  int generated = 0;
+  t0 = std::chrono::steady_clock::now();
+  for (; generated < n_predict; ++generated) {
+    const int32_t next = sampler.sample(logits);
+    if (tok.is_eog(next) && !args.has("--ignore-eos")) break;
+    std::printf("%s", tok.token_to_piece(next).c_str());
+    std::fflush(stdout);
+    if (generated + 1 == n_predict || session.n_past() >= session.n_ctx()) {
+      ++generated;
+      break;
+    }
+    const int32_t one[] = {next};
+    logits = session.decode(one);
+  }
+  const double gen_s = seconds_since(t0);
+  const LlamaHParams& h = model->hparams();
+  std::printf("\n\n");
+  std::printf("model:      %s (%lld layers, embd %lld, vocab %lld)\n", model->file().path().c_str(),
+              static_cast<long long>(h.n_layer), static_cast<long long>(h.n_embd), static_cast<long long>(h.n_vocab));
+  std::printf("load:       %.3f s\n", model->load_seconds());
+  std::printf("prompt:     %zu tokens in %.3f s, %.2f tokens/s\n", n_prompt, prompt_s, n_prompt / prompt_s);
+  std::printf("generation: %d tokens in %.3f s, %.2f tokens/s\n", generated, gen_s,
+              gen_s > 0 ? generated / gen_s : 0.0);
+  std::printf("buffers:    weights %s; KV cache CPU %.1f MiB; compute CPU %.1f MiB\n",
+              model->describe_buffers().c_str(), session.kv_cache_bytes() / 1048576.0,
+              session.compute_buffer_bytes() / 1048576.0);
+  std::printf("splits:     1 (every node on CPU)\n");
+  return 0;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,80 @@
+#include "model_args.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "loom/error.h"
+#include "loom/model_gen.h"
+
+namespace loom::cli {
+namespace {
+
+constexpr const char* kDefaultPreset = "tiny";
+constexpr DType kDefaultType = DType::Q8_0;
+constexpr uint64_t kDefaultSeed = 1;
+
+DType parse_type(const Args& args, const std::string& flag, DType fallback) {
+  auto v = args.get(flag);
+  if (!v) return fallback;
+  auto t = type_from_name(*v);
+  if (!t) fail("{}: unknown type '{}' (f32, f16, bf16, q8_0, q4_0)", flag, *v);
+  return *t;
+}
+
+}  // namespace
+
+std::vector<OptionSpec> model_option_specs() {
+  return {
+      {{"-m", "--model"}, "FILE", "GGUF model (default: a built-in random tiny model, generated on first use)"},
+      {{"-t", "--threads"}, "N", "CPU threads (default: all cores)"},
+      {{"-c", "--ctx-size"}, "N", "context size (default: the model's, at most 4096)"},
+      {{"-b", "--batch-size"}, "N", "logical batch size (default 2048)"},
+      {{"-ub", "--ubatch-size"}, "N", "micro-batch size: tokens per graph (default 512)"},
+      {{"-ctk", "--cache-type-k"}, "TYPE", "K cache type: f16 (default), f32, bf16"},
+      {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16"},
+      {{"--no-mmap"}, "", "read weights into memory instead of mapping the file"},
+  };
+}
+
+std::string default_model_path() {
+  std::filesystem::path dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    dir = std::filesystem::path(xdg) / "loom";
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    dir = std::filesystem::path(home) / ".cache" / "loom";
+  else
+    dir = std::filesystem::temp_directory_path() / "loom";
+  const auto path = dir / fmt::format("default-{}-{}-seed{}.gguf", kDefaultPreset, type_name(kDefaultType), kDefaultSeed);
+  if (!std::filesystem::exists(path)) {
+    std::filesystem::create_directories(dir);
+    std::fprintf(stderr, "generating the built-in default model (%s, %s) at %s\n", kDefaultPreset,
+                 std::string(type_name(kDefaultType)).c_str(), path.c_str());
+    write_random_model(model_preset(kDefaultPreset), kDefaultType, kDefaultSeed, path.string());
+  }
+  return path.string();
+}
+
+std::string model_path(const Args& args) {
+  if (auto m = args.get("--model")) return *m;
+  return default_model_path();
+}
+
+LoadOptions load_options(const Args& args) {
+  LoadOptions o;
+  o.use_mmap = !args.has("--no-mmap");
+  return o;
+}
+
+SessionOptions session_options(const Args& args) {
+  SessionOptions o;
+  o.n_threads = args.get_int("--threads", 0);
+  o.n_ctx = args.get_int("--ctx-size", 0);
+  o.n_batch = args.get_int("--batch-size", 2048);
+  o.n_ubatch = args.get_int("--ubatch-size", 512);
+  o.type_k = parse_type(args, "--cache-type-k", DType::F16);
+  o.type_v = parse_type(args, "--cache-type-v", DType::F16);
+  return o;
+}
+
+}  // namespace loom::cli
