@@ -2,7 +2,7 @@
 // fn(ith) on every thread (the caller is thread 0) and returns when all are
 // done; inside fn, barrier() synchronizes the threads between graph nodes.
 // Idle workers sleep on a condition variable; the barrier spins briefly and
-// then yields, since nodes are short and a futex round trip costs more.
+// then sleeps on a futex (std::atomic::wait).
 #pragma once
 
 #include <atomic>
@@ -37,6 +37,7 @@ class ThreadPool {
   bool stop_ = false;
   std::atomic<int> running_{0};
 
+  static constexpr int kBarrierSpins = 2048;
   alignas(64) std::atomic<int> barrier_count_{0};
   alignas(64) std::atomic<uint32_t> barrier_phase_{0};
 };
