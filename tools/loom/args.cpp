@@ -42,7 +42,7 @@ void Args::parse(int argc, char** argv) {
         fail("{}: option '{}' needs a value ({})", command_, arg, spec->value_name);
       }
     }
-    values_[spec->names.front()] = value;
+    values_[spec->names.front()].push_back(value);
   }
 }
 
@@ -56,7 +56,14 @@ std::optional<std::string> Args::get(const std::string& name) const {
   if (!s) return std::nullopt;
   auto it = values_.find(s->names.front());
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  const OptionSpec* s = find(name);
+  if (!s) return {};
+  auto it = values_.find(s->names.front());
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::get_or(const std::string& name, const std::string& fallback) const {

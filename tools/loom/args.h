@@ -22,7 +22,9 @@ class Args {
   // Parses argv; throws loom::Error naming an unknown option or a missing value.
   void parse(int argc, char** argv);
   bool has(const std::string& name) const;
-  std::optional<std::string> get(const std::string& name) const;
+  std::optional<std::string> get(const std::string& name) const;  // the last value given
+  // Every value given for a repeatable option, in order (get() is the last).
+  std::vector<std::string> get_all(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& fallback) const;
   int get_int(const std::string& name, int fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
@@ -32,7 +34,7 @@ class Args {
   const OptionSpec* find(const std::string& name) const;
   std::string command_, summary_;
   std::vector<OptionSpec> specs_;
-  std::map<std::string, std::string> values_;  // keyed by the first name
+  std::map<std::string, std::vector<std::string>> values_;  // keyed by the first name
   std::vector<std::string> positional_;
 };
 

@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"devices", loom::cli::cmd_devices, "list every device with its memory, capabilities and buffer types"},
     {"run", loom::cli::cmd_run, "generate text from a prompt with a GGUF model"},
     {"eval", loom::cli::cmd_eval, "print the logits of given tokens as JSON"},
+    {"bench", loom::cli::cmd_bench, "measure prompt and generation speed (tokens/s), like llama-bench"},
     {"make-model", loom::cli::cmd_make_model, "write a llama GGUF file with reproducible random weights"},
     {"inspect", loom::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", loom::cli::cmd_tokenize, "tokenize a prompt with a GGUF file's vocabulary (ids and pieces)"},

@@ -1,0 +1,125 @@
+#include "bench_params.h"
+
+#include <fmt/format.h>
+
+#include "loom/error.h"
+
+namespace loom::cli {
+namespace {
+
+int parse_int(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0 && v <= 1'000'000'000) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  fail("{}: '{}' is not a non-negative integer", flag, text);
+}
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(sep, start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(text, ',')) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(parse_int(flag, item));
+      continue;
+    }
+    const int first = parse_int(flag, item.substr(0, dash));
+    std::string rest = item.substr(dash + 1);
+    char op = '+';
+    int step = 1;
+    if (const size_t s = rest.find_first_of("+*"); s != std::string::npos) {
+      op = rest[s];
+      step = parse_int(flag, rest.substr(s + 1));
+      rest = rest.substr(0, s);
+    }
+    const int last = parse_int(flag, rest);
+    if (last < first) fail("{}: range '{}' ends before it starts", flag, item);
+    if (op == '+' && step < 1) fail("{}: range '{}' needs a step of at least 1", flag, item);
+    if (op == '*' && (step < 2 || first < 1))
+      fail("{}: range '{}' needs a start of at least 1 and a factor of at least 2", flag, item);
+    for (long long v = first; v <= last; v = op == '+' ? v + step : v * step) out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) fail("{}: no values in '{}'", flag, text);
+  return out;
+}
+
+void BenchParams::validate() const {
+  if (models.empty()) fail("give a model with -m FILE");
+  for (int n : n_gpu_layers)
+    if (n != 0) fail("-ngl {}: layer offload is not implemented yet (only -ngl 0, CPU only, runs)", n);
+  for (const auto& s : split_mode)
+    if (s != "none") fail("-sm {}: split modes are not implemented yet (only -sm none runs)", s);
+  for (const auto& s : tensor_split)
+    if (!s.empty()) fail("-ts {}: tensor split is not implemented yet", s);
+  for (const auto& s : override_tensors)
+    if (!s.empty()) fail("-ot {}: tensor buffer-type overrides are not implemented yet", s);
+  for (int t : n_threads)
+    if (t < 1) fail("-t {}: needs at least one thread", t);
+  for (int b : n_batch)
+    if (b < 1) fail("-b {}: the batch needs at least one token", b);
+  for (int b : n_ubatch)
+    if (b < 1) fail("-ub {}: the micro-batch needs at least one token", b);
+  if (repetitions < 1) fail("-r {}: needs at least one repetition", repetitions);
+  bool any_test = !prompt_gen.empty();
+  for (int p : n_prompt) any_test |= p > 0;
+  for (int n : n_gen) any_test |= n > 0;
+  if (!any_test) fail("no test to run: -p, -n and -pg are all empty or zero");
+}
+
+std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
+  const std::vector<int> threads = n_threads.empty() ? std::vector<int>{default_threads} : n_threads;
+  // Tests of one context configuration: pp, then tg, then pp+tg, at each depth.
+  std::vector<std::tuple<int, int, int>> tests;  // prompt, gen, depth
+  for (int d : n_depth) {
+    for (int p : n_prompt)
+      if (p > 0) tests.emplace_back(p, 0, d);
+    for (int n : n_gen)
+      if (n > 0) tests.emplace_back(0, n, d);
+    for (auto [p, n] : prompt_gen) tests.emplace_back(p, n, d);
+  }
+  std::vector<BenchInstance> out;
+  // Load-key parameters outermost, so a model stays loaded across its runs.
+  for (const auto& m : models)
+    for (bool mmap : use_mmap)
+      for (int ngl : n_gpu_layers)
+        for (const auto& sm : split_mode)
+          for (const auto& ts : tensor_split)
+            for (const auto& ot : override_tensors)
+              for (int b : n_batch)
+                for (int ub : n_ubatch)
+                  for (DType tk : type_k)
+                    for (DType tv : type_v)
+                      for (int t : threads)
+                        for (auto [p, n, d] : tests) {
+                          BenchInstance inst;
+                          inst.load = {m, mmap, ngl, sm, ts, ot};
+                          inst.n_batch = b;
+                          inst.n_ubatch = ub;
+                          inst.type_k = tk;
+                          inst.type_v = tv;
+                          inst.n_threads = t;
+                          inst.n_prompt = p;
+                          inst.n_gen = n;
+                          inst.n_depth = d;
+                          out.push_back(inst);
+                        }
+  return out;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,71 @@
+// loom bench parameters: every option takes a comma list (and numbers take
+// ranges: 1-8, 1-8+2, 1-64*2), flags may repeat, and the runs are the
+// cartesian product, ordered so that each model is loaded as rarely as
+// possible. The placement options (-ngl, -sm, -ts, -ot) are parsed and
+// carried through the records but refused until the loader can place layers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/types.h"
+
+namespace loom::cli {
+
+// What a model load depends on: instances sharing one are run back to back.
+struct BenchLoadKey {
+  std::string model;
+  bool use_mmap = true;
+  int n_gpu_layers = 0;
+  std::string split_mode = "none";
+  std::string tensor_split;      // "" or "3/1"
+  std::string override_tensors;  // "" or "pattern=buffer-type,..."
+  bool operator==(const BenchLoadKey&) const = default;
+};
+
+struct BenchInstance {
+  BenchLoadKey load;
+  int n_batch = 2048;
+  int n_ubatch = 512;
+  int n_threads = 0;
+  DType type_k = DType::F16;
+  DType type_v = DType::F16;
+  int n_prompt = 0;
+  int n_gen = 0;
+  int n_depth = 0;
+};
+
+struct BenchParams {
+  std::vector<std::string> models;
+  std::vector<int> n_prompt{512};
+  std::vector<int> n_gen{128};
+  std::vector<std::pair<int, int>> prompt_gen;  // -pg pp,tg
+  std::vector<int> n_depth{0};
+  std::vector<int> n_batch{2048};
+  std::vector<int> n_ubatch{512};
+  std::vector<int> n_threads;  // empty: all cores
+  std::vector<DType> type_k{DType::F16};
+  std::vector<DType> type_v{DType::F16};
+  std::vector<int> n_gpu_layers{0};
+  std::vector<std::string> split_mode{"none"};
+  std::vector<std::string> tensor_split{""};
+  std::vector<std::string> override_tensors{""};
+  std::vector<bool> use_mmap{true};
+  int repetitions = 5;
+  bool warmup = true;
+
+  // Throws loom::Error for what cannot run yet (placement other than CPU-only)
+  // or makes no sense (no tests, zero threads), naming the option.
+  void validate() const;
+  // The cartesian product, grouped by load key (in the order models were given).
+  std::vector<BenchInstance> instances(int default_threads) const;
+};
+
+// "512", "1,2,4", "1-4" (1,2,3,4), "16-128*2" (16,32,64,128), "0-512+256".
+// `flag` names the option in error messages.
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text);
+// Splits on `sep`, keeping empty items out.
+std::vector<std::string> split_list(const std::string& text, char sep);
+
+}  // namespace loom::cli

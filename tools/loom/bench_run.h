@@ -1,0 +1,42 @@
+// loom bench measurements, as llama-bench makes them: pp = one decode of N
+// prompt tokens, tg = N single-token decodes, pp+tg = both in one timing;
+// depth d = d tokens decoded into the cache first, not timed. Tokens are
+// random ids. Each repetition starts from an empty cache.
+#pragma once
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_format.h"
+#include "bench_params.h"
+#include "loom/llama.h"
+
+namespace loom::cli {
+
+// What the records say about the machine and the build.
+struct BenchSystem {
+  std::string build_commit;
+  std::string cpu_info;
+  std::string gpu_info;  // the non-CPU devices, "" when none
+  std::string devices;   // the devices the runs use
+};
+BenchSystem bench_system();
+
+struct BenchModelInfo {
+  std::string filename;
+  std::string type;  // "llama 1.1B Q4_0": architecture, size, type of most weights
+  int64_t size = 0;  // weight bytes
+  int64_t n_params = 0;
+};
+BenchModelInfo describe_model(const LlamaModel& model);
+
+// Runs one instance `repetitions` times (after a warm-up run when `warmup`);
+// returns the wall time of each repetition in nanoseconds.
+std::vector<int64_t> run_bench_instance(const LlamaModel& model, const BenchInstance& inst, int repetitions,
+                                        bool warmup, std::mt19937& rng);
+
+BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& model, const BenchInstance& inst,
+                              const std::string& test_time, const std::vector<int64_t>& samples_ns);
+
+}  // namespace loom::cli
