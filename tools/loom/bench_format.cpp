@@ -160,7 +160,7 @@ class MarkdownPrinter : public BenchPrinter {
   std::string begin() override {
     std::string head = "|", rule = "|";
     for (const auto& c : columns_) {
-      head += fmt::format(" {:>{}} |", label(c), width(c));
+      head += " " + pad(label(c), width(c), align_right(c)) + " |";
       rule += fmt::format(" {:->{}} |", align_right(c) ? ":" : "", width(c));
     }
     head += fmt::format(" {:>{}} | {:>{}} |\n", "test", kTestWidth, "t/s", kRateWidth);
@@ -170,7 +170,7 @@ class MarkdownPrinter : public BenchPrinter {
 
   std::string record(const BenchRecord& r) override {
     std::string out = "|";
-    for (const auto& c : columns_) out += fmt::format(" {:>{}} |", cell(r, c), width(c));
+    for (const auto& c : columns_) out += " " + pad(cell(r, c), width(c), align_right(c)) + " |";
     const std::string test = bench_test_name(int_field(r, "n_prompt"), int_field(r, "n_gen"), int_field(r, "n_depth"));
     const std::string rate = fmt::format("{:.2f} ± {:.2f}", double_field(r, "avg_ts"), double_field(r, "stddev_ts"));
     // "±" is two bytes but one column: pad by one more.
@@ -196,6 +196,9 @@ class MarkdownPrinter : public BenchPrinter {
   }
   static bool align_right(const std::string& field) {
     return field != "model_type" && field != "model_filename" && field != "devices";
+  }
+  static std::string pad(const std::string& text, int width, bool right) {
+    return right ? fmt::format("{:>{}}", text, width) : fmt::format("{:<{}}", text, width);
   }
   static std::string cell(const BenchRecord& r, const std::string& field) {
     const BenchValue* v = find_field(r, field);
