@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "kernels.h"
+#include "row_ops.h"
 
 namespace loom::cpu {
 namespace {
@@ -13,7 +14,9 @@ namespace {
 // Reads a row of `n` elements (stride nb0) as floats.
 void row_to_floats(const Tensor& t, const char* row, int64_t n, float* out) {
   const TypeTraits& tt = traits(t.type);
-  if (t.nb[0] == tt.type_size) {
+  if (t.type == DType::F16 && t.nb[0] == sizeof(uint16_t)) {
+    row_ops().f16_to_f32(reinterpret_cast<const uint16_t*>(row), out, n);
+  } else if (t.nb[0] == tt.type_size) {
     tt.to_float(row, out, n);
   } else {
     for (int64_t i = 0; i < n; ++i) tt.to_float(row + i * t.nb[0], out + i, 1);
@@ -22,7 +25,9 @@ void row_to_floats(const Tensor& t, const char* row, int64_t n, float* out) {
 
 void row_from_floats(const Tensor& t, char* row, int64_t n, const float* in) {
   const TypeTraits& tt = traits(t.type);
-  if (t.nb[0] == tt.type_size) {
+  if (t.type == DType::F16 && t.nb[0] == sizeof(uint16_t)) {
+    row_ops().f32_to_f16(in, reinterpret_cast<uint16_t*>(row), n);
+  } else if (t.nb[0] == tt.type_size) {
     tt.from_float(in, row, n);
   } else {
     for (int64_t i = 0; i < n; ++i) tt.from_float(in + i, row + i * t.nb[0], 1);
@@ -105,6 +110,12 @@ void compute_cpy(const ComputeParams& p, Tensor& dst) {
       char* out = row_ptr(dst, d1, d2, d3);
       if (raw) {
         std::memcpy(out, in, dst.row_bytes());
+      } else if (src.type == dst.type && src_el == 2) {  // strided f16/bf16: move the bits
+        for (int64_t i = 0; i < dst.ne[0]; ++i)
+          *reinterpret_cast<uint16_t*>(out + i * dst.nb[0]) = *reinterpret_cast<const uint16_t*>(in + i * src.nb[0]);
+      } else if (src.type == dst.type && src_el == 4) {
+        for (int64_t i = 0; i < dst.ne[0]; ++i)
+          *reinterpret_cast<uint32_t*>(out + i * dst.nb[0]) = *reinterpret_cast<const uint32_t*>(in + i * src.nb[0]);
       } else if (src.type == DType::I32) {
         for (int64_t i = 0; i < dst.ne[0]; ++i) std::memcpy(out + i * dst.nb[0], in + i * src.nb[0], 4);
       } else {

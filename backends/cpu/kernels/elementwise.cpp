@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kernels.h"
+#include "row_ops.h"
 
 namespace loom::cpu {
 namespace {
@@ -11,8 +12,11 @@ inline float load(const char* row, int64_t i, size_t nb0) {
   return *reinterpret_cast<const float*>(row + i * nb0);
 }
 
+// Row helper for contiguous rows of equal length (null: none for this op).
+using RowBinaryFn = void (*)(const float*, const float*, float*, int64_t);
+
 template <class F>
-void binary_rows(const ComputeParams& p, Tensor& dst, F f) {
+void binary_rows(const ComputeParams& p, Tensor& dst, F f, RowBinaryFn row_fn = nullptr) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
   const Range rows = split_range(dst.nrows(), p.ith, p.nth);
@@ -27,7 +31,9 @@ void binary_rows(const ComputeParams& p, Tensor& dst, F f) {
       const auto* x = reinterpret_cast<const float*>(ar);
       const auto* y = reinterpret_cast<const float*>(br);
       auto* z = reinterpret_cast<float*>(dr);
-      if (b.ne[0] == ne0) {
+      if (b.ne[0] == ne0 && row_fn) {
+        row_fn(x, y, z, ne0);
+      } else if (b.ne[0] == ne0) {
         for (int64_t i = 0; i < ne0; ++i) z[i] = f(x[i], y[i]);
       } else {
         for (int64_t i = 0; i < ne0; ++i) z[i] = f(x[i], y[i % b.ne[0]]);
@@ -39,14 +45,21 @@ void binary_rows(const ComputeParams& p, Tensor& dst, F f) {
   }
 }
 
+using RowUnaryFn = void (*)(const float*, float*, int64_t);
+
 template <class F>
-void unary_rows(const ComputeParams& p, Tensor& dst, F f) {
+void unary_rows(const ComputeParams& p, Tensor& dst, F f, RowUnaryFn row_fn = nullptr) {
   const Tensor& a = *dst.src[0];
   const Range rows = split_range(dst.nrows(), p.ith, p.nth);
+  const bool contiguous = a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
     const int64_t i1 = r % dst.ne[1], i2 = r / dst.ne[1] % dst.ne[2], i3 = r / (dst.ne[1] * dst.ne[2]);
     const char* ar = row_ptr(a, i1, i2, i3);
     char* dr = row_ptr(dst, i1, i2, i3);
+    if (row_fn && contiguous) {
+      row_fn(reinterpret_cast<const float*>(ar), reinterpret_cast<float*>(dr), dst.ne[0]);
+      continue;
+    }
     for (int64_t i = 0; i < dst.ne[0]; ++i)
       *reinterpret_cast<float*>(dr + i * dst.nb[0]) = f(load(ar, i, a.nb[0]));
   }
@@ -56,9 +69,9 @@ void unary_rows(const ComputeParams& p, Tensor& dst, F f) {
 
 void compute_binary(const ComputeParams& p, Tensor& dst) {
   switch (dst.op) {
-    case Op::Add: return binary_rows(p, dst, [](float x, float y) { return x + y; });
+    case Op::Add: return binary_rows(p, dst, [](float x, float y) { return x + y; }, row_ops().add);
     case Op::Sub: return binary_rows(p, dst, [](float x, float y) { return x - y; });
-    case Op::Mul: return binary_rows(p, dst, [](float x, float y) { return x * y; });
+    case Op::Mul: return binary_rows(p, dst, [](float x, float y) { return x * y; }, row_ops().mul);
     case Op::Div: return binary_rows(p, dst, [](float x, float y) { return x / y; });
     default: return;
   }
@@ -72,7 +85,7 @@ void compute_unary(const ComputeParams& p, Tensor& dst) {
     }
     case Op::Sqr: return unary_rows(p, dst, [](float x) { return x * x; });
     case Op::Sqrt: return unary_rows(p, dst, [](float x) { return std::sqrt(x); });
-    case Op::Silu: return unary_rows(p, dst, [](float x) { return x / (1.0f + std::exp(-x)); });
+    case Op::Silu: return unary_rows(p, dst, [](float x) { return x / (1.0f + std::exp(-x)); }, row_ops().silu);
     case Op::Gelu:
       return unary_rows(p, dst, [](float x) {
         constexpr float kSqrt2OverPi = 0.7978845608028654f;

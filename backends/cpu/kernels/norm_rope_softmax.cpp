@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "row_ops.h"
 
 namespace loom::cpu {
 namespace {
@@ -19,6 +20,16 @@ void compute_norm(const ComputeParams& p, Tensor& dst) {
   const float eps = dst.param_f32(0);
   const int64_t n = a.ne[0];
   const Range rows = split_range(a.nrows(), p.ith, p.nth);
+  if (dst.op == Op::RmsNorm && a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float)) {
+    const RowOps& ops = row_ops();
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
+      const auto* in = reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3));
+      const float s = 1.0f / std::sqrt(ops.sum_sq(in, n) / static_cast<float>(n) + eps);
+      ops.scale(in, s, reinterpret_cast<float*>(row_ptr(dst, i1, i2, i3)), n);
+    }
+    return;
+  }
   std::vector<float> x(n);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
     const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
@@ -50,16 +61,27 @@ void compute_rope(const ComputeParams& p, Tensor& dst) {
   for (int k = 0; k < n_dims / 2; ++k)
     inv_freq[k] = std::pow(base, -2.0f * static_cast<float>(k) / static_cast<float>(n_dims));
   std::vector<float> x(head_dim), y(head_dim);
+  // cos and sin of the current position, recomputed only when it changes
+  // (rows of one token's heads are consecutive).
+  std::vector<float> cos_t(n_dims / 2), sin_t(n_dims / 2);
+  int64_t cached_position = -1;
   const Range rows = split_range(a.nrows(), p.ith, p.nth);
   for (int64_t r = rows.begin; r < rows.end; ++r) {
     const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
     const int32_t position = *reinterpret_cast<const int32_t*>(static_cast<const char*>(pos.data) + i2 * pos.nb[0]);
+    if (position != cached_position || r == rows.begin) {
+      for (int k = 0; k < n_dims / 2; ++k) {
+        const float theta = freq_scale * static_cast<float>(position) * inv_freq[k];
+        cos_t[k] = std::cos(theta);
+        sin_t[k] = std::sin(theta);
+      }
+      cached_position = position;
+    }
     const char* in = row_ptr(a, i1, i2, i3);
     for (int64_t i = 0; i < head_dim; ++i) x[i] = *reinterpret_cast<const float*>(in + i * a.nb[0]);
     y = x;  // dims past n_dims pass through
     for (int k = 0; k < n_dims / 2; ++k) {
-      const float theta = freq_scale * static_cast<float>(position) * inv_freq[k];
-      const float c = std::cos(theta), s = std::sin(theta);
+      const float c = cos_t[k], s = sin_t[k];
       const int64_t j0 = neox ? k : 2 * k;
       const int64_t j1 = neox ? k + n_dims / 2 : 2 * k + 1;
       y[j0] = x[j0] * c - x[j1] * s;
@@ -77,6 +99,26 @@ void compute_soft_max(const ComputeParams& p, Tensor& dst) {
   const int64_t n = a.ne[0];
   std::vector<float> x(n), m(n);
   const Range rows = split_range(a.nrows(), p.ith, p.nth);
+  if (a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float)) {
+    const RowOps& ops = row_ops();
+    const bool mask_f32 = mask && mask->type == DType::F32 && mask->nb[0] == sizeof(float);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
+      const float* mrow = nullptr;
+      if (mask) {
+        const char* mr = row_ptr(*mask, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
+        if (mask_f32) {
+          mrow = reinterpret_cast<const float*>(mr);
+        } else {
+          traits(mask->type).to_float(mr, m.data(), n);
+          mrow = m.data();
+        }
+      }
+      ops.soft_max(reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3)), mrow,
+                   reinterpret_cast<float*>(row_ptr(dst, i1, i2, i3)), n, scale);
+    }
+    return;
+  }
   for (int64_t r = rows.begin; r < rows.end; ++r) {
     const int64_t i1 = row_i1(a, r), i2 = row_i2(a, r), i3 = row_i3(a, r);
     const char* in = row_ptr(a, i1, i2, i3);

@@ -1,0 +1,28 @@
+// Vector helpers over contiguous f32 rows, used by the element-wise, norm and
+// soft_max kernels. Each ISA level fills a table (row_ops_avx512.cpp with its
+// own flags); row_ops() returns the best one this CPU runs, and the portable
+// table for anything else. Results match the scalar definitions to float
+// rounding (exp to about 2 ulp), which the conformance thresholds cover.
+#pragma once
+
+#include <cstdint>
+
+namespace loom::cpu {
+
+struct RowOps {
+  // y = softmax(x * scale + mask); mask may be null. y may alias x.
+  void (*soft_max)(const float* x, const float* mask, float* y, int64_t n, float scale);
+  void (*silu)(const float* x, float* y, int64_t n);
+  float (*sum_sq)(const float* x, int64_t n);
+  void (*scale)(const float* x, float s, float* y, int64_t n);
+  void (*add)(const float* a, const float* b, float* y, int64_t n);
+  void (*mul)(const float* a, const float* b, float* y, int64_t n);
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+};
+
+const RowOps& row_ops();
+const RowOps& row_ops_portable();
+const RowOps& row_ops_avx512();  // only if best_isa() is Avx512
+
+}  // namespace loom::cpu
