@@ -129,6 +129,7 @@ class Scheduler {
   // the next graph overwrites it; `data` is filled by synchronize().
   void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size);
 
+  // Figures of the last plan; valid after the graph itself is gone.
   const SchedReport& report() const;
   // Graphviz picture of the last graph's splits: nodes coloured by backend,
   // copies as dashed edges.
@@ -145,7 +146,7 @@ class Scheduler {
   void run(Graph& graph, bool wait);
   void wait_pending_reads_of(size_t backend, size_t dst);  // dst == SIZE_MAX: the host waits
   void wait_all_pending_reads();
-  void publish_report() const;
+  void publish_report();
   void print_debug() const;
 
   std::vector<Backend*> backends_;
@@ -156,8 +157,7 @@ class Scheduler {
   std::unique_ptr<Plan> plan_;
   struct Runtime;
   std::unique_ptr<Runtime> rt_;
-  mutable SchedReport report_;
-  mutable bool report_stale_ = true;
+  SchedReport report_;  // published when a plan is built; reuse updates the counters
   size_t n_builds_ = 0, n_reuses_ = 0;
   std::string rebuild_reason_;
 };

@@ -26,7 +26,7 @@ std::string name_of(const Tensor& t) { return t.name.empty() ? "(" + t.shape_str
 
 }  // namespace
 
-void Scheduler::publish_report() const {
+void Scheduler::publish_report() {
   report_ = SchedReport{};
   report_.n_plan_builds = n_builds_;
   report_.n_plan_reuses = n_reuses_;
@@ -43,7 +43,6 @@ void Scheduler::publish_report() const {
     r.bytes = rt_->alloc->buffer_size(t);
     report_.buffers.push_back(std::move(r));
   }
-  report_stale_ = false;
   if (!plan_) return;
   const Plan& p = *plan_;
   for (const auto& split : p.splits) {

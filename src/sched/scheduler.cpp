@@ -124,7 +124,7 @@ void Scheduler::reset(bool assignments) {
   synchronize();
   plan_.reset();
   if (assignments) user_.clear();
-  report_stale_ = true;
+  report_ = SchedReport{};
 }
 
 namespace {
@@ -184,7 +184,7 @@ void Scheduler::build_plan(Graph& graph, bool for_reserve) {
     p.allocated = true;
   }
   ++n_builds_;
-  report_stale_ = true;
+  publish_report();  // now, while the graph's tensors are alive (names, sizes)
   if (debug_ > 0) print_debug();
 }
 
@@ -222,8 +222,7 @@ void Scheduler::allocate(Graph& graph) {
     plan_->index = std::move(next->index);
     plan_->preplaced = std::move(next->preplaced);
     place_from_plan(graph);
-    ++n_reuses_;
-    report_stale_ = true;
+    report_.n_plan_reuses = ++n_reuses_;
     if (debug_ > 1) log_write(LogLevel::Info, fmt::format("sched: graph of {} nodes reuses the plan", graph.size()));
     return;
   }
@@ -343,7 +342,6 @@ void Scheduler::get_tensor_async(const Tensor& t, void* data, size_t offset, siz
 }
 
 const SchedReport& Scheduler::report() const {
-  if (report_stale_) publish_report();
   return report_;
 }
 
