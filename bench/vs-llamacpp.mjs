@@ -1,0 +1,122 @@
+// Loom against llama.cpp (node-llama-cpp) on the same model files, with the
+// same threads and batch, measured the way llama-bench measures: pp512 (one
+// decode of 512 random tokens), tg128 (128 single-token decodes), tg128 at
+// depth 512 (the cache first filled with 512 tokens, not timed). Both sides
+// compute the last token's logits on every decode. Repetitions alternate
+// between the engines (round 1: llama.cpp then Loom, round 2: Loom then
+// llama.cpp, ...) so that a change in the machine's load hits both alike.
+// Writes one JSON line per engine, model and test, with every sample.
+//
+// usage: node vs-llamacpp.mjs LOOM_BINARY THREADS ROUNDS OUT.jsonl MODEL...
+import {execFileSync} from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import {getLlama} from "node-llama-cpp";
+
+const [loom, threadsArg, roundsArg, outPath, ...models] = process.argv.slice(2);
+const threads = Number(threadsArg), rounds = Number(roundsArg);
+const nPrompt = 512, nGen = 128, depth = 512, batch = 512;
+const tests = [{p: nPrompt, n: 0, d: 0}, {p: 0, n: nGen, d: 0}, {p: 0, n: nGen, d: depth}];
+const testName = t => (t.p ? `pp${t.p}` : `tg${t.n}`) + (t.d ? ` @ d${t.d}` : "");
+
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error", maxThreads: threads});
+const llamaVersion = `llama.cpp ${llama.llamaCppRelease.release} (node-llama-cpp ${process.env.NLC_VERSION ?? ""})`.replace(" )", ")");
+let seed = 12345;
+const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+const randomTokens = (n, vocab) => Array.from({length: n}, () => Math.floor(random() * vocab));
+const now = () => process.hrtime.bigint();
+
+// llama.cpp: one model and context per model file, kept across rounds.
+const llamaSides = new Map();
+async function llamaSide(path) {
+  if (!llamaSides.has(path)) {
+    const model = await llama.loadModel({modelPath: path, gpuLayers: 0, useMmap: true});
+    const context = await model.createContext({contextSize: 1024, batchSize: batch, threads: {ideal: threads, min: threads},
+                                               flashAttention: false, sequences: 1});
+    const side = {model, context, sequence: context.getSequence(), vocab: vocabSize(model)};
+    // Warm-up, as llama-bench does: a prompt, then one generated token.
+    await decode(side, randomTokens(nPrompt, side.vocab));
+    await decode(side, randomTokens(1, side.vocab));
+    llamaSides.set(path, side);
+  }
+  return llamaSides.get(path);
+}
+function vocabSize(model) {
+  const md = model.fileInfo.metadata;
+  const n = md.tokenizer?.ggml?.tokens?.length ?? md[model.architecture]?.vocab_size;
+  if (!n) throw new Error(`${model.filename}: cannot tell the vocabulary size`);
+  return n;
+}
+// Decodes `tokens`, asking for the last token's logits (greedy pick, unused).
+async function decode(side, tokens) {
+  const input = tokens.map((t, i) => i === tokens.length - 1
+      ? [t, {generateNext: {token: true, options: {temperature: 0}}}] : t);
+  await side.sequence.controlledEvaluate(input);
+}
+async function llamaRun(path, t) {
+  const side = await llamaSide(path);
+  await side.sequence.clearHistory();
+  if (t.d) await side.sequence.evaluateWithoutGeneratingNewTokens(randomTokens(t.d, side.vocab));
+  const prompt = randomTokens(t.p, side.vocab), gen = randomTokens(t.n, side.vocab);
+  const t0 = now();
+  if (t.p) await decode(side, prompt);
+  for (const token of gen) await decode(side, [token]);
+  return Number(now() - t0);
+}
+
+// Loom: `loom bench -r 1` per round: pp512 and tg128, then tg128 at depth 512.
+function loomRound(path) {
+  const common = ["bench", "-m", path, "-t", String(threads), "-b", String(batch), "-ub", String(batch), "-r", "1", "-o", "jsonl"];
+  const run = extra => execFileSync(loom, [...common, ...extra], {maxBuffer: 1 << 26}).toString()
+      .split("\n").filter(Boolean).map(l => JSON.parse(l));
+  return [...run(["-p", String(nPrompt), "-n", String(nGen)]), ...run(["-p", "0", "-n", String(nGen), "-d", String(depth), "--no-warmup"])];
+}
+
+const results = new Map();  // engine|model|test -> {record, samples}
+function add(engine, path, t, ns, template) {
+  const key = `${engine}|${path}|${testName(t)}`;
+  if (!results.has(key)) results.set(key, {record: template, samples: []});
+  results.get(key).samples.push(ns);
+}
+const cpuInfo = os.cpus()[0]?.model ?? "unknown";
+const load = () => os.loadavg().map(x => x.toFixed(2)).join(" ");
+console.error(`load average before: ${load()}`);
+for (let round = 0; round < rounds; ++round) {
+  for (const path of models) {
+    const order = round % 2 === 0 ? ["llama.cpp", "loom"] : ["loom", "llama.cpp"];
+    for (const engine of order) {
+      if (engine === "loom") {
+        for (const r of loomRound(path)) {
+          const t = {p: r.n_prompt, n: r.n_gen, d: r.n_depth};
+          add("loom", path, t, r.samples_ns[0], {engine: "loom", ...r});
+        }
+      } else {
+        const side = await llamaSide(path);
+        for (const t of tests) {
+          const ns = await llamaRun(path, t);
+          add("llama.cpp", path, t, ns, {
+            engine: "llama.cpp", build_commit: llamaVersion, cpu_info: cpuInfo, devices: "CPU",
+            model_filename: path, model_type: side.model.typeDescription, n_batch: batch, n_ubatch: batch,
+            n_threads: threads, type_k: "f16", type_v: "f16", n_gpu_layers: 0, use_mmap: 1, flash_attn: 0,
+            n_prompt: t.p, n_gen: t.n, n_depth: t.d, test_time: new Date().toISOString()});
+        }
+      }
+      console.error(`round ${round + 1}/${rounds} ${engine} ${path}: done (load ${load()})`);
+    }
+  }
+}
+console.error(`load average after: ${load()}`);
+
+const mean = v => v.reduce((a, b) => a + b, 0) / v.length;
+const stddev = v => v.length < 2 ? 0 : Math.sqrt(v.reduce((a, x) => a + (x - mean(v)) ** 2, 0) / (v.length - 1));
+const lines = [];
+for (const {record, samples} of results.values()) {
+  const ts = samples.map(ns => (record.n_prompt + record.n_gen) * 1e9 / ns);
+  lines.push(JSON.stringify({...record, repetitions: samples.length, avg_ns: mean(samples), stddev_ns: stddev(samples),
+                             avg_ts: mean(ts), stddev_ts: stddev(ts), samples_ns: samples, samples_ts: ts}));
+}
+fs.writeFileSync(outPath, lines.join("\n") + "\n");
+for (const side of llamaSides.values()) {
+  await side.context.dispose();
+  await side.model.dispose();
+}
