@@ -13,6 +13,7 @@
 //   logits = W_out (rms_norm(x) * output_norm)   (W_out = token_embd if tied)
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,7 +22,8 @@
 #include "loom/backend.h"
 #include "loom/context.h"
 #include "loom/gguf.h"
-#include "loom/graph_alloc.h"
+#include "loom/placement.h"
+#include "loom/scheduler.h"
 
 namespace loom {
 
@@ -61,6 +63,15 @@ struct LlamaLayer {
 struct LoadOptions {
   bool use_mmap = true;
   bool progress = false;  // print a progress bar to stderr
+  PlacementOptions placement;
+};
+
+// One weight as loaded: where it went and why.
+struct WeightPlacement {
+  std::string name;
+  std::string buffer_type;
+  size_t bytes = 0;
+  std::string fallback;  // why it is not on its layer's device ("" when it is)
 };
 
 class LlamaModel {
@@ -79,17 +90,46 @@ class LlamaModel {
   double load_seconds() const { return load_seconds_; }
   std::string describe_buffers() const;
 
+  // Placement: the device of each layer (KV cache and attention run there),
+  // the devices holding any weight, and row-split parts of a matrix (empty
+  // unless -sm row split it).
+  Device& layer_device(int64_t layer) const { return *plan_.layer_device[layer]; }
+  const std::vector<Device*>& devices() const { return devices_; }
+  const std::vector<Tensor*>& row_parts(const Tensor* w) const;
+  const std::vector<WeightPlacement>& placements() const { return placements_; }
+  // Weight bytes per buffer type name.
+  std::vector<std::pair<std::string, size_t>> weight_bytes_by_buffer_type() const;
+
  private:
   LlamaModel() = default;
-  Tensor* weight(const std::string& name, std::initializer_list<int64_t> ne, bool required = true);
+  // Declares a weight of `layer` (-1: input layer, n_layer: output layer)
+  // used by `use` (MulMat, Mul or GetRows).
+  Tensor* weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
+                 bool required = true);
   void place_weights(const LoadOptions& options);
+  BufferType& choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& options,
+                                 std::string& fallback) const;
+  void upload(const LoadOptions& options);
+
+  struct Weight {
+    Tensor* tensor;
+    const gguf::TensorInfo* info;
+    uint64_t offset = 0;  // bytes into the file tensor (row parts)
+    int64_t layer;
+    Op use;
+    BufferType* type = nullptr;
+  };
 
   std::unique_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LlamaHParams hparams_;
   Context ctx_;
-  std::vector<std::pair<Tensor*, const gguf::TensorInfo*>> weights_;
+  std::vector<Weight> weights_;
   std::vector<std::shared_ptr<Buffer>> buffers_;
+  LayerPlan plan_;
+  std::vector<Device*> devices_;
+  std::vector<WeightPlacement> placements_;
+  std::map<const Tensor*, std::vector<Tensor*>> row_parts_;
   Tensor* token_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;
@@ -119,8 +159,11 @@ class Session {
   int64_t n_ctx() const { return n_ctx_; }
   void reset() { n_past_ = 0; }
   size_t kv_cache_bytes() const;
-  size_t compute_buffer_bytes() const { return galloc_->buffer_size(0); }
-  const PlanReport& compute_plan() const { return galloc_->report(); }
+  // KV cache bytes per buffer type name.
+  std::vector<std::pair<std::string, size_t>> kv_cache_bytes_by_buffer_type() const;
+  // The scheduler's report of the last graph run (splits, copies, compute buffers).
+  const SchedReport& last_report() const { return scheduler_->report(); }
+  void write_dot(const std::string& path) const { scheduler_->write_dot(path); }
 
  private:
   struct UbatchGraph;
@@ -135,8 +178,13 @@ class Session {
   Context cache_ctx_;
   std::vector<Tensor*> k_cache_, v_cache_;
   std::vector<std::shared_ptr<Buffer>> cache_buffers_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<GraphAllocator> galloc_;  // compute memory, planned per graph
+  Tensor* project(Context& ctx, Tensor* w, Tensor* x) const;  // w x, row parts joined
+
+  std::vector<std::unique_ptr<Backend>> backends_;  // the model's devices, then the CPU
+  std::unique_ptr<Scheduler> scheduler_;
+  // The last graph run, kept until the next one: the scheduler's report and
+  // picture refer to its tensors.
+  std::unique_ptr<UbatchGraph> last_graph_;
 };
 
 }  // namespace loom

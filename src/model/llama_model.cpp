@@ -1,11 +1,14 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <regex>
 #include <cstdio>
 
 #include "loom/error.h"
 #include "loom/llama.h"
 #include "loom/log.h"
+#include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
 #include "loom/tokenizer.h"
@@ -66,7 +69,8 @@ LlamaHParams LlamaHParams::from_gguf(const gguf::File& f) {
 
 LlamaModel::~LlamaModel() = default;
 
-Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_t> ne, bool required) {
+Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
+                           bool required) {
   const gguf::TensorInfo* info = file_->find_tensor(name);
   if (!info) {
     if (required) fail("{}: tensor '{}' is missing", file_->path(), name);
@@ -82,10 +86,12 @@ Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_
     fail("{}: tensor '{}' has type {}, which Loom does not support (f32, f16, bf16, q8_0, q4_0)", file_->path(), name,
          ti ? ti->name : "unknown");
   }
+  if (info->type == static_cast<uint32_t>(DType::I32))
+    fail("{}: tensor '{}' is i32; weights must be float or quantized", file_->path(), name);
   Tensor* t = ctx_.new_tensor(static_cast<DType>(info->type), std::span<const int64_t>(want.data(), 4));
   t->name = name;
   t->flags |= kFlagWeight;
-  weights_.emplace_back(t, info);
+  weights_.push_back({t, info, 0, layer, use});
   return t;
 }
 
@@ -99,60 +105,233 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Load
   if (!embd) fail("{}: tensor 'token_embd.weight' is missing", path);
   m->hparams_.n_vocab = embd->ne[1];
   const LlamaHParams& h = m->hparams_;
-  m->token_embd_ = m->weight("token_embd.weight", {h.n_embd, h.n_vocab});
+  if (m->tokenizer_->n_vocab() != h.n_vocab)
+    fail("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tokenizer_->n_vocab(),
+         h.n_vocab);
+  m->token_embd_ = m->weight("token_embd.weight", {h.n_embd, h.n_vocab}, -1, Op::GetRows);
   for (int64_t l = 0; l < h.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LlamaLayer L;
-    L.attn_norm = m->weight(p + "attn_norm.weight", {h.n_embd});
-    L.wq = m->weight(p + "attn_q.weight", {h.n_embd, h.n_embd});
-    L.wk = m->weight(p + "attn_k.weight", {h.n_embd, h.n_embd_kv()});
-    L.wv = m->weight(p + "attn_v.weight", {h.n_embd, h.n_embd_kv()});
-    L.wo = m->weight(p + "attn_output.weight", {h.n_embd, h.n_embd});
-    L.ffn_norm = m->weight(p + "ffn_norm.weight", {h.n_embd});
-    L.ffn_gate = m->weight(p + "ffn_gate.weight", {h.n_embd, h.n_ff});
-    L.ffn_up = m->weight(p + "ffn_up.weight", {h.n_embd, h.n_ff});
-    L.ffn_down = m->weight(p + "ffn_down.weight", {h.n_ff, h.n_embd});
+    L.attn_norm = m->weight(p + "attn_norm.weight", {h.n_embd}, l, Op::Mul);
+    L.wq = m->weight(p + "attn_q.weight", {h.n_embd, h.n_embd}, l, Op::MulMat);
+    L.wk = m->weight(p + "attn_k.weight", {h.n_embd, h.n_embd_kv()}, l, Op::MulMat);
+    L.wv = m->weight(p + "attn_v.weight", {h.n_embd, h.n_embd_kv()}, l, Op::MulMat);
+    L.wo = m->weight(p + "attn_output.weight", {h.n_embd, h.n_embd}, l, Op::MulMat);
+    L.ffn_norm = m->weight(p + "ffn_norm.weight", {h.n_embd}, l, Op::Mul);
+    L.ffn_gate = m->weight(p + "ffn_gate.weight", {h.n_embd, h.n_ff}, l, Op::MulMat);
+    L.ffn_up = m->weight(p + "ffn_up.weight", {h.n_embd, h.n_ff}, l, Op::MulMat);
+    L.ffn_down = m->weight(p + "ffn_down.weight", {h.n_ff, h.n_embd}, l, Op::MulMat);
     m->layers_.push_back(L);
   }
-  m->output_norm_ = m->weight("output_norm.weight", {h.n_embd});
-  m->output_ = m->weight("output.weight", {h.n_embd, m->hparams_.n_vocab}, false);
-  if (!m->output_) m->output_ = m->token_embd_;  // tied embeddings: one copy
-  for (const auto& [t, info] : m->weights_)
-    if (t->type == DType::I32) fail("{}: tensor '{}' is i32; weights must be float or quantized", path, t->name);
+  m->output_norm_ = m->weight("output_norm.weight", {h.n_embd}, h.n_layer, Op::Mul);
+  m->output_ = m->weight("output.weight", {h.n_embd, h.n_vocab}, h.n_layer, Op::MulMat, false);
+  if (!m->output_) m->output_ = m->token_embd_;  // tied: placed in place_weights
   m->place_weights(options);
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 
+namespace {
+
+// Whether `device` can run the op a weight is used in, with a batch-sized
+// activation (the prompt case), asked before anything is allocated.
+bool device_runs(Device& device, const Tensor& w, Op use) {
+  Context ctx;
+  Tensor* wm = ctx.new_tensor(w.type, std::span<const int64_t>(w.ne.data(), 4));
+  Tensor* node = nullptr;
+  if (use == Op::MulMat) {
+    node = mul_mat(ctx, wm, ctx.new_tensor(DType::F32, {w.ne[0], 512}));
+  } else if (use == Op::GetRows) {
+    node = get_rows(ctx, wm, ctx.new_tensor(DType::I32, {512}));
+  } else {
+    node = mul(ctx, ctx.new_tensor(DType::F32, {w.ne[0], 512}), wm);
+  }
+  return device.supports_op(*node) && device.supports_buffer_type(device.default_buffer_type());
+}
+
+}  // namespace
+
+BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
+                                           std::string& fallback) const {
+  Registry& reg = Registry::get();
+  for (const TensorOverride& ov : o.placement.overrides) {
+    if (!std::regex_search(w.name, std::regex(ov.pattern))) continue;
+    BufferType* bt = reg.find_buffer_type(ov.buffer_type);
+    if (!bt) {
+      std::string names;
+      for (Device* d : reg.devices())
+        for (BufferType* t : d->buffer_types()) names += (names.empty() ? "" : ", ") + std::string(t->name());
+      fail("-ot {}={}: no buffer type named '{}' (available: {})", ov.pattern, ov.buffer_type, ov.buffer_type, names);
+    }
+    return *bt;
+  }
+  Device& cpu = reg.cpu();
+  Device* device = layer < 0                  ? &cpu
+                   : layer >= hparams_.n_layer ? plan_.output_device
+                                               : plan_.layer_device[layer];
+  if (device != &cpu && !device_runs(*device, w, use)) {
+    fallback = fmt::format("{} cannot run {} with {} weights", device->name(), op_name(use), type_name(w.type));
+    device = &cpu;
+  }
+  if (device == &cpu && file_->mapped() && file_->alignment() % 32 == 0)
+    return *reg.find_buffer_type("CPU_Mapped");
+  return device->default_buffer_type();
+}
+
 void LlamaModel::place_weights(const LoadOptions& options) {
-  Device& cpu = Registry::get().cpu();
+  const LlamaHParams& h = hparams_;
+  plan_ = plan_layers(h.n_layer, options.placement);
+  Registry& reg = Registry::get();
+  Device& cpu = reg.cpu();
+  for (const TensorOverride& ov : options.placement.overrides) {
+    try {
+      std::regex check(ov.pattern);
+    } catch (const std::regex_error& e) {
+      fail("-ot {}={}: the pattern is not a valid regular expression ({})", ov.pattern, ov.buffer_type, e.what());
+    }
+  }
+  const bool row = options.placement.split_mode == SplitMode::Row && !plan_.row_devices.empty();
+  std::vector<Weight> parts;  // row-split slices, added after the loop
+  for (Weight& w : weights_) {
+    std::string fallback;
+    const bool offloaded_layer = w.layer >= 0 && w.layer < h.n_layer && plan_.layer_device[w.layer] != &cpu;
+    if (row && w.use == Op::MulMat && offloaded_layer) {
+      // Split the matrix's rows (ne1) over the row devices.
+      const int64_t rows = w.tensor->ne[1];
+      const size_t row_bytes = w.tensor->nb[1];
+      int64_t begin = 0;
+      float cum = 0.0f;
+      std::vector<Tensor*>& list = row_parts_[w.tensor];
+      for (size_t i = 0; i < plan_.row_devices.size(); ++i) {
+        cum += plan_.row_fractions[i];
+        const int64_t end = i + 1 == plan_.row_devices.size() ? rows : static_cast<int64_t>(cum * rows + 0.5f);
+        if (end <= begin) continue;
+        Tensor* p = ctx_.new_tensor(w.tensor->type, {w.tensor->ne[0], end - begin});
+        p->name = fmt::format("{}[{}:{}]", w.tensor->name, begin, end);
+        p->flags |= kFlagWeight;
+        Device& d = *plan_.row_devices[i];
+        std::string why;
+        BufferType* bt = &d.default_buffer_type();
+        if (!device_runs(d, *p, Op::MulMat)) {
+          why = fmt::format("{} cannot run mul_mat with {} weights", d.name(), type_name(p->type));
+          bt = &cpu.default_buffer_type();
+        }
+        parts.push_back({p, w.info, static_cast<uint64_t>(begin) * row_bytes, w.layer, Op::MulMat, bt});
+        placements_.push_back({p->name, std::string(bt->name()), p->nbytes(), why});
+        list.push_back(p);
+        begin = end;
+      }
+      w.type = nullptr;  // the whole matrix is never placed
+      continue;
+    }
+    w.type = &choose_buffer_type(*w.tensor, w.layer, w.use, options, fallback);
+    placements_.push_back({w.tensor->name, std::string(w.type->name()), w.info->size, fallback});
+  }
+  weights_.insert(weights_.end(), parts.begin(), parts.end());
+  // Tied output: the token embedding serves as the output matrix. Load it a
+  // second time only when the output layer's buffer type differs.
+  if (output_ == token_embd_) {
+    const Weight& embd = weights_.front();
+    std::string fallback;
+    BufferType& bt = choose_buffer_type(*token_embd_, h.n_layer, Op::MulMat, options, fallback);
+    if (&bt != embd.type) {
+      output_ = ctx_.dup_tensor(*token_embd_);
+      output_->name = "output.weight (tied to token_embd.weight)";
+      output_->flags |= kFlagWeight;
+      weights_.push_back({output_, embd.info, 0, h.n_layer, Op::MulMat, &bt});
+      placements_.push_back({output_->name, std::string(bt.name()), embd.info->size, fallback});
+    }
+  }
+  for (const Weight& w : weights_)
+    if (w.type) {
+      weight_bytes_ += w.tensor->nbytes();
+      Device* d = w.type->device();
+      if (d && std::find(devices_.begin(), devices_.end(), d) == devices_.end()) devices_.push_back(d);
+    }
+  if (std::find(devices_.begin(), devices_.end(), &cpu) == devices_.end()) devices_.push_back(&cpu);
+  for (int64_t l = 0; l < h.n_layer; ++l)
+    if (std::find(devices_.begin(), devices_.end(), plan_.layer_device[l]) == devices_.end())
+      devices_.push_back(plan_.layer_device[l]);
+  // The CPU last: the scheduler takes devices in priority order.
+  std::stable_partition(devices_.begin(), devices_.end(), [&cpu](Device* d) { return d != &cpu; });
+  upload(options);
+  size_t n_fallback = 0;
+  for (const auto& p : placements_) n_fallback += !p.fallback.empty();
+  if (n_fallback) {
+    log(LogLevel::Warn, "{} weights fall back to the CPU:", n_fallback);
+    for (const auto& p : placements_)
+      if (!p.fallback.empty()) log(LogLevel::Warn, "  {}: {}", p.name, p.fallback);
+  }
+}
+
+void LlamaModel::upload(const LoadOptions& options) {
   ProgressBar bar(options.progress);
-  for (const auto& [t, info] : weights_) weight_bytes_ += info->size;
-  if (file_->mapped() && file_->alignment() % 32 == 0) {
-    // The weights stay in the page cache: a CPU_Mapped buffer over the file.
-    auto buffer = cpu.buffer_from_host_ptr(const_cast<uint8_t*>(file_->map_base()), file_->file_size());
-    buffer->set_usage(BufferUsage::Weights);
-    for (const auto& [t, info] : weights_) buffer->place(*t, info->file_offset);  // no copy: no progress to show
-    buffers_.push_back(std::move(buffer));
-    return;
+  Registry& reg = Registry::get();
+  BufferType* mapped = reg.find_buffer_type("CPU_Mapped");
+  // Mapped weights stay in the page cache: one CPU_Mapped buffer over the file.
+  std::shared_ptr<Buffer> map_buffer;
+  std::vector<std::pair<BufferType*, std::vector<Tensor*>>> groups;
+  for (const Weight& w : weights_) {
+    if (!w.type) continue;
+    if (w.type == mapped) {
+      if (!map_buffer) {
+        map_buffer = reg.cpu().buffer_from_host_ptr(const_cast<uint8_t*>(file_->map_base()), file_->file_size());
+        map_buffer->set_usage(BufferUsage::Weights);
+        buffers_.push_back(map_buffer);
+      }
+      map_buffer->place(*w.tensor, w.info->file_offset + w.offset);
+      continue;
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&w](const auto& g) { return g.first == w.type; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {w.type, {}});
+    it->second.push_back(w.tensor);
   }
-  if (file_->mapped()) log(LogLevel::Info, "{}: alignment {} is below 32 bytes; reading weights into memory",
-                           file_->path(), file_->alignment());
-  std::vector<Tensor*> tensors;
-  for (const auto& [t, info] : weights_) tensors.push_back(t);
-  TensorAllocation a = allocate_tensors(tensors, cpu.default_buffer_type(), BufferUsage::Weights);
-  buffers_ = std::move(a.buffers);
-  uint64_t done = 0;
-  for (const auto& [t, info] : weights_) {
-    file_->read_tensor(*info, t->data, 0, info->size);
-    bar.update(done += info->size, weight_bytes_);
+  for (auto& [type, tensors] : groups) {
+    TensorAllocation a = allocate_tensors(tensors, *type, BufferUsage::Weights);
+    for (auto& b : a.buffers) buffers_.push_back(std::move(b));
   }
+  uint64_t total = 0, done = 0;
+  for (const Weight& w : weights_)
+    if (w.type && w.type != mapped) total += w.tensor->nbytes();
+  std::vector<uint8_t> staging;
+  for (const Weight& w : weights_) {
+    if (!w.type || w.type == mapped) continue;
+    const size_t n = w.tensor->nbytes();
+    if (file_->mapped()) {
+      tensor_set(*w.tensor, file_->data(*w.info) + w.offset, 0, n);
+    } else if (w.type->is_host()) {
+      file_->read_tensor(*w.info, w.tensor->data, w.offset, n);
+    } else {
+      staging.resize(n);
+      file_->read_tensor(*w.info, staging.data(), w.offset, n);
+      tensor_set(*w.tensor, staging.data(), 0, n);
+    }
+    bar.update(done += n, total);
+  }
+}
+
+const std::vector<Tensor*>& LlamaModel::row_parts(const Tensor* w) const {
+  static const std::vector<Tensor*> kNone;
+  auto it = row_parts_.find(w);
+  return it == row_parts_.end() ? kNone : it->second;
+}
+
+std::vector<std::pair<std::string, size_t>> LlamaModel::weight_bytes_by_buffer_type() const {
+  std::vector<std::pair<std::string, size_t>> out;
+  for (const Weight& w : weights_) {
+    if (!w.type) continue;
+    const std::string name(w.type->name());
+    auto it = std::find_if(out.begin(), out.end(), [&name](const auto& p) { return p.first == name; });
+    if (it == out.end()) it = out.insert(out.end(), {name, 0});
+    it->second += w.tensor->nbytes();
+  }
+  return out;
 }
 
 std::string LlamaModel::describe_buffers() const {
   std::string s;
-  for (const auto& b : buffers_)
-    s += fmt::format("{}{} {:.1f} MiB", s.empty() ? "" : ", ", b->type().name(), b->size() / 1048576.0);
+  for (const auto& [name, bytes] : weight_bytes_by_buffer_type())
+    s += fmt::format("{}{} {:.1f} MiB", s.empty() ? "" : ", ", name, bytes / 1048576.0);
   return s;
 }
 

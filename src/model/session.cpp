@@ -1,4 +1,5 @@
 // Session: the KV cache and the per-micro-batch llama graph (see llama.h).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -29,7 +30,8 @@ Session::Session(const LlamaModel& model, const SessionOptions& options) : model
   for (DType t : {options.type_k, options.type_v})
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail("KV cache type {} is not supported (f32, f16, bf16)", type_name(t));
-  Device& cpu = Registry::get().cpu();
+  // Each layer's cache lives on the layer's device.
+  std::vector<std::pair<Device*, std::vector<Tensor*>>> by_device;
   for (int64_t l = 0; l < h.n_layer; ++l) {
     Tensor* k = cache_ctx_.new_tensor(options.type_k, {h.n_embd_kv(), n_ctx_});
     k->name = "cache_k_l" + std::to_string(l);
@@ -37,18 +39,32 @@ Session::Session(const LlamaModel& model, const SessionOptions& options) : model
     v->name = "cache_v_l" + std::to_string(l);
     k_cache_.push_back(k);
     v_cache_.push_back(v);
+    Device* d = &model.layer_device(l);
+    auto it = std::find_if(by_device.begin(), by_device.end(), [d](const auto& p) { return p.first == d; });
+    if (it == by_device.end()) it = by_device.insert(by_device.end(), {d, {}});
+    it->second.push_back(k);
+    it->second.push_back(v);
   }
-  TensorAllocation a = allocate_tensors(cache_ctx_, cpu.default_buffer_type());
-  for (auto& b : a.buffers) b->clear(0);
-  cache_buffers_ = std::move(a.buffers);
-  backend_ = cpu.create_backend({.n_threads = options.n_threads});
-  // Size the compute buffer once for the worst case: a full micro-batch
+  for (auto& [device, tensors] : by_device) {
+    TensorAllocation a = allocate_tensors(tensors, device->default_buffer_type(), BufferUsage::Any);
+    for (auto& b : a.buffers) {
+      b->clear(0);
+      cache_buffers_.push_back(std::move(b));
+    }
+  }
+  // One backend per device holding weights or cache, the CPU last.
+  std::vector<Backend*> order;
+  for (Device* d : model.devices()) {
+    backends_.push_back(d->create_backend({.n_threads = options.n_threads}));
+    order.push_back(backends_.back().get());
+  }
+  scheduler_ = std::make_unique<Scheduler>(order);
+  // Size the compute buffers once for the worst case: a full micro-batch
   // attending to the whole context.
-  galloc_ = std::make_unique<GraphAllocator>(std::vector<BufferType*>{&cpu.default_buffer_type()});
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
   UbatchGraph g;
   build_graph(g, worst, n_ctx_ - worst, true);
-  galloc_->reserve(g.graph);
+  scheduler_->reserve(g.graph);
 }
 
 Session::~Session() = default;
@@ -57,6 +73,25 @@ size_t Session::kv_cache_bytes() const {
   size_t total = 0;
   for (const auto& b : cache_buffers_) total += b->size();
   return total;
+}
+
+std::vector<std::pair<std::string, size_t>> Session::kv_cache_bytes_by_buffer_type() const {
+  std::vector<std::pair<std::string, size_t>> out;
+  for (const auto& b : cache_buffers_) {
+    const std::string name(b->type().name());
+    auto it = std::find_if(out.begin(), out.end(), [&name](const auto& p) { return p.first == name; });
+    if (it == out.end()) it = out.insert(out.end(), {name, 0});
+    it->second += b->size();
+  }
+  return out;
+}
+
+Tensor* Session::project(Context& ctx, Tensor* w, Tensor* x) const {
+  const std::vector<Tensor*>& parts = model_.row_parts(w);
+  if (parts.empty()) return mul_mat(ctx, w, x);
+  Tensor* out = mul_mat(ctx, parts[0], x);
+  for (size_t i = 1; i < parts.size(); ++i) out = concat(ctx, out, mul_mat(ctx, parts[i], x), 0);
+  return out;
 }
 
 std::vector<float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {
@@ -99,9 +134,9 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
   for (int64_t l = 0; l < h.n_layer; ++l) {
     const LlamaLayer& L = model_.layers()[l];
     Tensor* cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.attn_norm);
-    Tensor* q = rope(ctx, reshape(ctx, mul_mat(ctx, L.wq, cur), {hd, h.n_head, n, 1}), pos, rope_params);
-    Tensor* k = rope(ctx, reshape(ctx, mul_mat(ctx, L.wk, cur), {hd, h.n_head_kv, n, 1}), pos, rope_params);
-    Tensor* v = mul_mat(ctx, L.wv, cur);
+    Tensor* q = rope(ctx, reshape(ctx, project(ctx, L.wq, cur), {hd, h.n_head, n, 1}), pos, rope_params);
+    Tensor* k = rope(ctx, reshape(ctx, project(ctx, L.wk, cur), {hd, h.n_head_kv, n, 1}), pos, rope_params);
+    Tensor* v = project(ctx, L.wv, cur);
     Tensor* k_all = set_rows(ctx, k_cache_[l], reshape(ctx, k, {h.n_embd_kv(), n, 1, 1}), pos);
     Tensor* v_all = set_rows(ctx, v_cache_[l], v, pos);
     const size_t ks = traits(k_all->type).type_size, vs = traits(v_all->type).type_size;
@@ -116,14 +151,14 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
                      {1, 2, 0, 3}));  // [n_kv, hd, n_head_kv]
     Tensor* kqv = mul_mat(ctx, vt, kq);  // [hd, n, n_head]
     Tensor* attn = reshape(ctx, cont(ctx, permute(ctx, kqv, {0, 2, 1, 3})), {h.n_embd, n, 1, 1});
-    x = add(ctx, x, mul_mat(ctx, L.wo, attn));
+    x = add(ctx, x, project(ctx, L.wo, attn));
     cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.ffn_norm);
-    Tensor* gate = silu(ctx, mul_mat(ctx, L.ffn_gate, cur));
-    x = add(ctx, x, mul_mat(ctx, L.ffn_down, mul(ctx, gate, mul_mat(ctx, L.ffn_up, cur))));
+    Tensor* gate = silu(ctx, project(ctx, L.ffn_gate, cur));
+    x = add(ctx, x, project(ctx, L.ffn_down, mul(ctx, gate, project(ctx, L.ffn_up, cur))));
   }
   Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
   if (!all_logits) out = view_2d(ctx, out, h.n_embd, 1, out->nb[1], (n - 1) * out->nb[1]);
-  g.logits = mul_mat(ctx, model_.output(), out);
+  g.logits = project(ctx, model_.output(), out);
   g.logits->name = "logits";
   g.graph = Graph::build(g.logits);
 }
@@ -131,9 +166,11 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
 std::vector<float> Session::decode_ubatch(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t n_kv = n_past_ + n;
-  UbatchGraph g;
+  last_graph_.reset();
+  last_graph_ = std::make_unique<UbatchGraph>();
+  UbatchGraph& g = *last_graph_;
   build_graph(g, n, n_past_, all_logits);
-  galloc_->allocate(g.graph);
+  scheduler_->allocate(g.graph);
   tensor_set(*g.tokens, tokens.data(), 0, tokens.size_bytes());
   std::vector<int32_t> positions(n);
   for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(n_past_ + i);
@@ -144,8 +181,7 @@ std::vector<float> Session::decode_ubatch(std::span<const int32_t> tokens, bool 
       m[i * n_kv + j] = j <= n_past_ + i ? 0.0f : -std::numeric_limits<float>::infinity();
   tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
 
-  backend_->compute(g.graph);
-  backend_->synchronize();
+  scheduler_->compute(g.graph);
   n_past_ += n;
   return tensor_to_floats(*g.logits);
 }

@@ -4,9 +4,11 @@
 // shifted to a maximum of 0: log p - log p_max == logit - logit_max), and 32
 // greedily generated tokens.
 //
-// usage: node model-parity.mjs LOOM_BINARY MODEL:TOLERANCE:GREEDY ...
+// usage: node model-parity.mjs LOOM_BINARY MODEL:TOLERANCE:GREEDY[:LOOM ARGS] ...
 //   TOLERANCE  max |difference| allowed, relative to Loom's logit range
 //   GREEDY     tokens of greedy generation that must match (0: report only)
+//   LOOM ARGS  extra `loom eval` options, space-separated (e.g. "-ngl 99")
+// llama.cpp runs each model once; Loom once per case.
 import {execFileSync} from "node:child_process";
 import {getLlama} from "node-llama-cpp";
 
@@ -16,8 +18,10 @@ const nGenerate = 32;
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 let passed = 0, failed = 0;
 
-for (const spec of cases) {
-  const [modelPath, tolerance, greedyNeeded] = spec.split(":");
+const reference = new Map();  // model path -> llama.cpp results
+
+async function llamaCpp(modelPath) {
+  if (reference.has(modelPath)) return reference.get(modelPath);
   const model = await llama.loadModel({modelPath, gpuLayers: 0});
   const tokens = model.tokenize(prompt);
   if (model.tokens.bos != null && tokens[0] !== model.tokens.bos) tokens.unshift(model.tokens.bos);
@@ -37,10 +41,19 @@ for (const spec of cases) {
   }
   await ctx.dispose();
   await model.dispose();
+  const result = {tokens, probs, llamaGenerated};
+  reference.set(modelPath, result);
+  return result;
+}
+
+for (const spec of cases) {
+  const [modelPath, tolerance, greedyNeeded, extra = ""] = spec.split(":");
+  const {tokens, probs, llamaGenerated} = await llamaCpp(modelPath);
 
   // Loom on the same tokens.
+  const extraArgs = extra.split(" ").filter(a => a.length > 0);
   const out = JSON.parse(execFileSync(loom, ["eval", "-m", modelPath, "--tokens", tokens.join(","),
-                                             "--generate", String(nGenerate), "-t", "2"],
+                                             "--generate", String(nGenerate), "-t", "2", ...extraArgs],
                                       {maxBuffer: 1 << 28}).toString());
   const logits = out.logits[out.logits.length - 1];
   const loomMax = Math.max(...logits), loomMin = Math.min(...logits);
@@ -57,7 +70,7 @@ for (const spec of cases) {
   while (same < Math.min(llamaGenerated.length, out.generated.length) && llamaGenerated[same] === out.generated[same]) ++same;
   const ok = rel <= Number(tolerance) && compared > logits.length / 2 && same >= Math.min(Number(greedyNeeded), llamaGenerated.length);
   ok ? ++passed : ++failed;
-  console.log(`${ok ? "ok  " : "FAIL"} ${modelPath}: ${tokens.length} prompt tokens, logits max |diff| ${maxErr.toExponential(3)}`
+  console.log(`${ok ? "ok  " : "FAIL"} ${modelPath}${extra ? " [" + extra + "]" : ""}: ${tokens.length} prompt tokens, logits max |diff| ${maxErr.toExponential(3)}`
       + ` = ${rel.toExponential(3)} of the range ${(loomMax - loomMin).toFixed(2)} (tolerance ${tolerance}),`
       + ` greedy: ${same}/${llamaGenerated.length} tokens equal (need ${greedyNeeded})`);
   if (same < llamaGenerated.length)

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "args.h"
 #include "commands.h"
 #include "loom/error.h"
@@ -15,6 +17,32 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string format_bytes(size_t b) {
+  if (b >= (1u << 20)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  if (b >= 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", b);
+}
+
+// One row per buffer type: weights, KV cache and compute bytes.
+void print_memory(const LlamaModel& model, const Session& session, const SchedReport& report) {
+  struct Row {
+    size_t weights = 0, kv = 0, compute = 0;
+  };
+  std::vector<std::pair<std::string, Row>> rows;
+  auto row = [&rows](const std::string& name) -> Row& {
+    for (auto& [n, r] : rows)
+      if (n == name) return r;
+    return rows.emplace_back(name, Row{}).second;
+  };
+  for (const auto& [name, bytes] : model.weight_bytes_by_buffer_type()) row(name).weights += bytes;
+  for (const auto& [name, bytes] : session.kv_cache_bytes_by_buffer_type()) row(name).kv += bytes;
+  for (const auto& b : report.buffers) row(b.buffer_type).compute += b.bytes;
+  std::printf("memory:     %-14s %12s %12s %12s\n", "buffer type", "weights", "KV cache", "compute");
+  for (const auto& [name, r] : rows)
+    std::printf("            %-14s %12s %12s %12s\n", name.c_str(), format_bytes(r.weights).c_str(),
+                format_bytes(r.kv).c_str(), format_bytes(r.compute).c_str());
 }
 
 }  // namespace
@@ -30,6 +58,7 @@ int cmd_run(int argc, char** argv) {
                                 {{"--top-p"}, "P", "top-p, 1 off (default 0.95)"},
                                 {{"--min-p"}, "P", "min-p, 0 off (default 0.05)"},
                                 {{"--ignore-eos"}, "", "keep generating after an end-of-generation token"},
+                                {{"--dot"}, "FILE", "write the generation graph's splits as Graphviz"},
                             });
   Args args("run", "Generate text with a llama-family GGUF model.", specs);
   args.parse(argc, argv);
@@ -68,6 +97,8 @@ int cmd_run(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits = session.decode(tokens);
   const double prompt_s = seconds_since(t0);
+  const SchedReport prompt_report = session.last_report();
+  SchedReport gen_report = prompt_report;
   const size_t n_prompt = tokens.size();
   int generated = 0;
   t0 = std::chrono::steady_clock::now();
@@ -82,6 +113,10 @@ int cmd_run(int argc, char** argv) {
     }
     const int32_t one[] = {next};
     logits = session.decode(one);
+    if (generated == 0) {
+      gen_report = session.last_report();
+      if (auto dot = args.get("--dot")) session.write_dot(*dot);
+    }
   }
   const double gen_s = seconds_since(t0);
   const LlamaHParams& h = model->hparams();
@@ -92,10 +127,10 @@ int cmd_run(int argc, char** argv) {
   std::printf("prompt:     %zu tokens in %.3f s, %.2f tokens/s\n", n_prompt, prompt_s, n_prompt / prompt_s);
   std::printf("generation: %d tokens in %.3f s, %.2f tokens/s\n", generated, gen_s,
               gen_s > 0 ? generated / gen_s : 0.0);
-  std::printf("buffers:    weights %s; KV cache CPU %.1f MiB; compute CPU %.1f MiB\n",
-              model->describe_buffers().c_str(), session.kv_cache_bytes() / 1048576.0,
-              session.compute_buffer_bytes() / 1048576.0);
-  std::printf("splits:     1 (every node on CPU)\n");
+  print_memory(*model, session, gen_report);
+  std::printf("splits:     prompt graph %zu (%s copied), generation graph %zu (%s copied)\n",
+              prompt_report.n_splits(), format_bytes(prompt_report.copy_bytes).c_str(), gen_report.n_splits(),
+              format_bytes(gen_report.copy_bytes).c_str());
   return 0;
 }
 

@@ -22,6 +22,18 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
   return *t;
 }
 
+// "a=CPU,b=OpenCL0" -> two overrides, as llama.cpp accepts.
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == ',') {
+      if (i > start) out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
 }  // namespace
 
 std::vector<OptionSpec> model_option_specs() {
@@ -34,6 +46,11 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-ctk", "--cache-type-k"}, "TYPE", "K cache type: f16 (default), f32, bf16"},
       {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16"},
       {{"--no-mmap"}, "", "read weights into memory instead of mapping the file"},
+      {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (n_layer + 1: the output layer too)"},
+      {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row: how offloaded layers spread over devices"},
+      {{"-ts", "--tensor-split"}, "P,..", "proportions per offload device, e.g. 3,1 (default: free memory)"},
+      {{"-mg", "--main-gpu"}, "I", "main offload device (index) for -sm none and row (default 0)"},
+      {{"-ot", "--override-tensor"}, "RE=TYPE", "put weights matching RE in buffer type TYPE (repeatable)"},
   };
 }
 
@@ -63,6 +80,13 @@ std::string model_path(const Args& args) {
 LoadOptions load_options(const Args& args) {
   LoadOptions o;
   o.use_mmap = !args.has("--no-mmap");
+  PlacementOptions& p = o.placement;
+  p.n_gpu_layers = args.get_int("--n-gpu-layers", 0);
+  if (auto sm = args.get("--split-mode")) p.split_mode = parse_split_mode(*sm);
+  if (auto ts = args.get("--tensor-split")) p.tensor_split = parse_tensor_split(*ts);
+  p.main_gpu = args.get_int("--main-gpu", 0);
+  for (const auto& ot : args.get_all("--override-tensor"))
+    for (const auto& one : split_list(ot)) p.overrides.push_back(parse_override(one));
   return o;
 }
 
