@@ -1,13 +1,14 @@
 #include "cpu_backend.h"
 
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "cpu_features.h"
-#include "kernels/kernels.h"
 #include "loom/error.h"
 
 namespace loom::cpu {
@@ -76,6 +77,7 @@ void CpuBackend::set_n_threads(int n) {
 void CpuBackend::compute(Graph& graph) {
   const int nth = pool_->size();
   size_t need = 0;
+  steps_.clear();
   for (Tensor* node : graph.nodes()) {
     if (!kernel_supports(*node))
       fail("CPU: op {} is not supported (tensor '{}' {})", op_name(node->op), node->name, node->shape_string());
@@ -86,19 +88,58 @@ void CpuBackend::compute(Graph& graph) {
         fail("CPU: operand '{}' of '{}' is in {} memory, which the CPU cannot read", s->name, node->name,
              s->buffer->type().name());
     need = std::max(need, kernel_work_size(*node, nth));
+    if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
+    for (int phase = 0; phase < kernel_phases(*node); ++phase) {
+      const int64_t n = kernel_tasks(*node, phase, nth);
+      if (n > std::numeric_limits<int>::max())
+        fail("CPU: node '{}' {} splits into {} tasks, more than {}", node->name, node->shape_string(), n,
+             std::numeric_limits<int>::max());
+      if (n > 0) steps_.push_back({node, phase, static_cast<int>(n)});
+    }
   }
   if (work_.size() < need) work_.resize(need);
+  if (counters_size_ < steps_.size()) {
+    counters_size_ = std::max(steps_.size(), 2 * counters_size_);
+    counters_ = std::make_unique<StepCounters[]>(counters_size_);
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    counters_[i].next.store(0, std::memory_order_relaxed);
+    counters_[i].done.store(0, std::memory_order_relaxed);
+  }
   ErrorSink errors;
-  auto& nodes = graph.nodes();
-  pool_->run([&](int ith) {
-    ComputeParams p{ith, nth, work_.data(), work_.size(), pool_.get(), &errors};
-    for (Tensor* node : nodes) {
-      if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
-      compute_node(p, *node);
-      pool_->barrier();
-    }
-  });
+  pool_->run([&](int thread) { run_steps(thread, errors); });
   if (errors.failed()) throw Error(errors.message());
+}
+
+// Every thread walks the steps in order, claiming tasks until none is left,
+// then waits for the step's last task before going on. A thread that is
+// descheduled (more threads than free cores) holds up the others only while
+// it holds a task: the running threads take the rest of its share.
+void CpuBackend::run_steps(int thread, ErrorSink& errors) {
+  const int nth = pool_->size();
+  ComputeParams p{0, 1, thread, nth, work_.data(), work_.size(), &errors};
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& step = steps_[i];
+    StepCounters& c = counters_[i];
+    p.nth = step.n_tasks;
+    for (int t = c.next.fetch_add(1, std::memory_order_relaxed); t < step.n_tasks;
+         t = c.next.fetch_add(1, std::memory_order_relaxed)) {
+      p.ith = t;
+      compute_node(p, *step.node, step.phase);
+      if (c.done.fetch_add(1, std::memory_order_acq_rel) + 1 == step.n_tasks) c.done.notify_all();
+    }
+    // Wait for the tasks other threads still hold: spin briefly (they are
+    // usually microseconds away), then sleep on the counter.
+    int done = c.done.load(std::memory_order_acquire);
+    for (int spins = 0; done != step.n_tasks && spins < kWaitSpins; ++spins) {
+      _mm_pause();
+      done = c.done.load(std::memory_order_acquire);
+    }
+    while (done != step.n_tasks) {
+      c.done.wait(done, std::memory_order_acquire);
+      done = c.done.load(std::memory_order_acquire);
+    }
+  }
 }
 
 }  // namespace loom::cpu

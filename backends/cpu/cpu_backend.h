@@ -2,10 +2,12 @@
 // and a backend that runs graphs on a persistent thread pool.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
 #include "host_buffer.h"
+#include "kernels/kernels.h"
 #include "loom/registry.h"
 #include "thread_pool.h"
 
@@ -40,9 +42,26 @@ class CpuBackend final : public Backend {
   int n_threads() const { return pool_->size(); }
 
  private:
+  // One phase of one node: its tasks are claimed through `next`, and `done`
+  // counts finished ones; the next step starts when done == n_tasks.
+  struct Step {
+    Tensor* node;
+    int phase;
+    int n_tasks;
+  };
+  struct alignas(64) StepCounters {
+    std::atomic<int> next{0};
+    alignas(64) std::atomic<int> done{0};
+  };
+  void run_steps(int thread, ErrorSink& errors);
+  static constexpr int kWaitSpins = 2048;
+
   CpuDevice& device_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<uint8_t> work_;  // scratch, grown to the largest node's need
+  std::vector<Step> steps_;
+  std::unique_ptr<StepCounters[]> counters_;
+  size_t counters_size_ = 0;
 };
 
 int default_thread_count();

@@ -1,12 +1,7 @@
 #include "kernels.h"
-#include "../thread_pool.h"
 #include "loom/error.h"
 
 namespace loom::cpu {
-
-void ComputeParams::barrier() const {
-  if (pool) pool->barrier();
-}
 
 bool kernel_supports(const Tensor& node) {
   switch (node.op) {
@@ -49,7 +44,14 @@ size_t kernel_work_size(const Tensor& node, int n_threads) {
   return 0;
 }
 
-void compute_node(const ComputeParams& p, Tensor& node) {
+int kernel_phases(const Tensor& node) { return node.op == Op::MulMat ? 2 : 1; }
+
+int64_t kernel_tasks(const Tensor& node, int phase, int n_threads) {
+  if (node.op == Op::MulMat) return mul_mat_tasks(node, phase, n_threads);
+  return n_threads;
+}
+
+void compute_node(const ComputeParams& p, Tensor& node, int phase) {
   switch (node.op) {
     case Op::None:
     case Op::View:
@@ -78,7 +80,7 @@ void compute_node(const ComputeParams& p, Tensor& node) {
     case Op::Norm: return compute_norm(p, node);
     case Op::Rope: return compute_rope(p, node);
     case Op::SoftMax: return compute_soft_max(p, node);
-    case Op::MulMat: return compute_mul_mat(p, node);
+    case Op::MulMat: return compute_mul_mat(p, node, phase);
     case Op::Count: break;
   }
   fail("CPU: no kernel for op {} (tensor '{}')", op_name(node.op), node.name);

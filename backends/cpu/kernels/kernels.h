@@ -1,7 +1,8 @@
-// CPU kernels: one function per op, each computing its share of the rows of
-// one node. All threads call every kernel; `ith` of `nth` picks the share.
-// Kernels that need a second phase (mul_mat quantizes its b operand first)
-// call params.barrier() between phases.
+// CPU kernels: one function per op. The backend splits each node into tasks
+// (kernel_tasks) that threads claim one at a time; a kernel computes the share
+// of task `ith` of `nth` (split_range). A node may have two phases (mul_mat
+// packs its b operand, then multiplies); all tasks of a phase finish before
+// the next phase or node starts.
 #pragma once
 
 #include <atomic>
@@ -13,8 +14,6 @@
 #include "loom/tensor.h"
 
 namespace loom::cpu {
-
-class ThreadPool;
 
 // Kernels cannot throw across the thread pool; a bad value in the data (an
 // out-of-range row index) is reported here and thrown after the graph ends.
@@ -34,20 +33,20 @@ class ErrorSink {
 };
 
 struct ComputeParams {
-  int ith = 0;
-  int nth = 1;
+  int64_t ith = 0;  // task index
+  int64_t nth = 1;  // tasks of this phase
+  int thread = 0;   // the pool thread running the task (per-thread scratch)
+  int n_threads = 1;
   uint8_t* wdata = nullptr;  // scratch shared by all threads of this node
   size_t wsize = 0;
-  ThreadPool* pool = nullptr;
   ErrorSink* errors = nullptr;
-  void barrier() const;
 };
 
 // The range [begin, end) of `n` items that thread ith of nth handles.
 struct Range {
   int64_t begin, end;
 };
-inline Range split_range(int64_t n, int ith, int nth) {
+inline Range split_range(int64_t n, int64_t ith, int64_t nth) {
   return {n * ith / nth, n * (ith + 1) / nth};
 }
 
@@ -55,8 +54,11 @@ inline Range split_range(int64_t n, int ith, int nth) {
 bool kernel_supports(const Tensor& node);
 // Scratch bytes the node's kernel needs.
 size_t kernel_work_size(const Tensor& node, int n_threads);
-// Runs the node's kernel (its share for params.ith).
-void compute_node(const ComputeParams& params, Tensor& node);
+// Phases of the node's kernel (1, or 2 for mul_mat) and the tasks of each.
+int kernel_phases(const Tensor& node);
+int64_t kernel_tasks(const Tensor& node, int phase, int n_threads);
+// Runs task params.ith of params.nth of the node's phase.
+void compute_node(const ComputeParams& params, Tensor& node, int phase = 0);
 
 // Per-op entry points (kernels/*.cpp).
 void compute_get_rows(const ComputeParams& p, Tensor& dst);
@@ -70,7 +72,8 @@ void compute_concat(const ComputeParams& p, Tensor& dst);
 void compute_norm(const ComputeParams& p, Tensor& dst);  // RmsNorm and Norm
 void compute_rope(const ComputeParams& p, Tensor& dst);
 void compute_soft_max(const ComputeParams& p, Tensor& dst);
-void compute_mul_mat(const ComputeParams& p, Tensor& dst);
+void compute_mul_mat(const ComputeParams& p, Tensor& dst, int phase);
+int64_t mul_mat_tasks(const Tensor& dst, int phase, int n_threads);
 size_t mul_mat_work_size(const Tensor& dst, int n_threads);
 
 // Address of element row (i1, i2, i3) of t.

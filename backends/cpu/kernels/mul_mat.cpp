@@ -1,8 +1,9 @@
 // mul_mat: dst[i, j] = dot(a row i, b row j) per matrix, a broadcast over b's
-// dims 2-3 (a's rows are contiguous; mul_mat() checks). Phase 1 packs b (any strides) into scratch in the format of the
-// chosen path (see vec.h), split among threads by columns or panels; phase 2
-// hands out chunks of dst (rows x columns of one matrix) through an atomic
-// counter, so a thread that is slowed down takes fewer chunks.
+// dims 2-3 (a's rows are contiguous; mul_mat() checks). Phase 0 packs b (any
+// strides) into scratch in the format of the chosen path (see vec.h), a task
+// per group of columns or panels; phase 1 has a task per chunk of dst (rows x
+// columns of one matrix), which threads claim one at a time, so a thread that
+// is slowed down takes fewer chunks.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -93,7 +94,11 @@ namespace {
 
 constexpr size_t kAlign = 64;
 constexpr size_t kABlockBytes = 256 * 1024;  // prepared a rows a chunk reuses (L2)
-constexpr int64_t kDotRowsPerChunk = 16;
+// Dot path: rows per chunk, between these, aiming at kDotChunksPerThread
+// chunks per thread (fewer claims for big matrices, balance for small ones).
+constexpr int64_t kDotMinRows = 16, kDotMaxRows = 128, kDotChunksPerThread = 16;
+// Phase 0 tasks per thread (packing is short; a few tasks balance it).
+constexpr int64_t kPackTasksPerThread = 4;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
@@ -160,7 +165,8 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
     p.n_units = p.N;
     p.unit_bytes = is_quant(p.kind) ? q8_row : row_f32;
     p.mat_bytes = p.N * p.unit_bytes;
-    p.row_block = kDotRowsPerChunk;
+    p.row_block = std::clamp<int64_t>(p.M / (kDotChunksPerThread * nth) / kDotMinRows * kDotMinRows, kDotMinRows,
+                                      kDotMaxRows);
     p.col_block = p.N;
     p.ablock_off = p.ctile_off = off;
     p.thread_bytes = align_up(off);
@@ -208,7 +214,6 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
 // ---- phase 1: pack b ------------------------------------------------------
 
 struct Scratch {
-  std::atomic<int64_t>* counter;
   uint8_t* packed;  // n_mat * mat_bytes
   uint8_t* threads;
 };
@@ -217,7 +222,7 @@ Scratch scratch_of(const ComputeParams& params, const Plan& p) {
   auto base = reinterpret_cast<uintptr_t>(params.wdata);
   base = (base + kAlign - 1) & ~(kAlign - 1);
   auto* bytes = reinterpret_cast<uint8_t*>(base);
-  return {reinterpret_cast<std::atomic<int64_t>*>(bytes), bytes + kAlign, bytes + kAlign + p.n_mat * p.mat_bytes};
+  return {bytes + kAlign, bytes + kAlign + p.n_mat * p.mat_bytes};
 }
 
 // b column j of matrix `mat` as contiguous floats (a pointer into b when it
@@ -366,39 +371,43 @@ size_t mul_mat_work_size(const Tensor& dst, int n_threads) {
   return need;
 }
 
-void compute_mul_mat(const ComputeParams& params, Tensor& dst) {
+int64_t mul_mat_tasks(const Tensor& dst, int phase, int n_threads) {
+  const Plan p = make_plan(dst, mul_mat_kernels(mul_mat_isa()), n_threads);
+  if (phase == 0) return std::min<int64_t>(p.n_mat * p.n_units, kPackTasksPerThread * n_threads);
+  return p.n_chunks();
+}
+
+void compute_mul_mat(const ComputeParams& params, Tensor& dst, int phase) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
-  const Plan p = make_plan(dst, mul_mat_kernels(mul_mat_isa()), params.nth);
-  if (p.total_bytes(params.nth) > params.wsize) {
+  const Plan p = make_plan(dst, mul_mat_kernels(mul_mat_isa()), params.n_threads);
+  if (p.total_bytes(params.n_threads) > params.wsize) {
     params.errors->report(fmt::format("CPU mul_mat '{}': scratch of {} bytes is smaller than the {} needed", dst.name,
-                                      params.wsize, p.total_bytes(params.nth)));
+                                      params.wsize, p.total_bytes(params.n_threads)));
     return;
   }
   const Scratch s = scratch_of(params, p);
-  uint8_t* thread = s.threads + params.ith * p.thread_bytes;
+  uint8_t* thread = s.threads + params.thread * p.thread_bytes;
 
-  if (params.ith == 0) new (s.counter) std::atomic<int64_t>(0);
-  const Range units = split_range(p.n_mat * p.n_units, params.ith, params.nth);
-  for (int64_t u = units.begin; u < units.end; ++u) {
-    const int64_t mat = u / p.n_units, g = u % p.n_units;
-    uint8_t* out = s.packed + mat * p.mat_bytes + g * p.unit_bytes;
-    if (p.gemm) pack_panel(p, b, mat, g, out, thread);
-    else pack_dot_column(p, b, mat, g, out, thread);
-  }
-  params.barrier();
-
-  const int64_t nrb = p.n_row_blocks(), ncb = p.n_col_blocks(), n_chunks = p.n_chunks();
-  for (int64_t ch = s.counter->fetch_add(1, std::memory_order_relaxed); ch < n_chunks;
-       ch = s.counter->fetch_add(1, std::memory_order_relaxed)) {
-    const int64_t mat = ch / (nrb * ncb), rb = ch / ncb % nrb, cb = ch % ncb;
-    const int64_t r0 = rb * p.row_block, r1 = std::min(p.M, r0 + p.row_block);
-    if (p.gemm) {
-      const int64_t c0 = cb * p.col_block, c1 = std::min(p.N, c0 + p.col_block);
-      gemm_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1, c0, c1);
-    } else {
-      dot_chunk(p, a, b, dst, s.packed, mat, r0, r1);
+  if (phase == 0) {
+    const Range units = split_range(p.n_mat * p.n_units, params.ith, params.nth);
+    for (int64_t u = units.begin; u < units.end; ++u) {
+      const int64_t mat = u / p.n_units, g = u % p.n_units;
+      uint8_t* out = s.packed + mat * p.mat_bytes + g * p.unit_bytes;
+      if (p.gemm) pack_panel(p, b, mat, g, out, thread);
+      else pack_dot_column(p, b, mat, g, out, thread);
     }
+    return;
+  }
+
+  const int64_t nrb = p.n_row_blocks(), ncb = p.n_col_blocks(), ch = params.ith;
+  const int64_t mat = ch / (nrb * ncb), rb = ch / ncb % nrb, cb = ch % ncb;
+  const int64_t r0 = rb * p.row_block, r1 = std::min(p.M, r0 + p.row_block);
+  if (p.gemm) {
+    const int64_t c0 = cb * p.col_block, c1 = std::min(p.N, c0 + p.col_block);
+    gemm_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1, c0, c1);
+  } else {
+    dot_chunk(p, a, b, dst, s.packed, mat, r0, r1);
   }
 }
 
