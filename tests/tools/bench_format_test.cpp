@@ -1,5 +1,5 @@
 // loom bench: the output formats (md, csv, json, jsonl, sql) and the
-// parameter lists (ranges, cartesian product, refused placement options).
+// parameter lists (ranges, cartesian product, placement options).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -141,22 +141,36 @@ TEST(BenchParams, CartesianProductKeepsEachModelTogether) {
   EXPECT_EQ(runs[4].n_depth, 64);
 }
 
-TEST(BenchParams, RefusesPlacementUntilTheLoaderCanPlace) {
+TEST(BenchParams, PlacementValuesAreCheckedBeforeAnyRun) {
   BenchParams p;
   p.models = {"m.gguf"};
-  p.n_gpu_layers = {0};
-  EXPECT_NO_THROW(p.validate());
   p.n_gpu_layers = {0, 99};
+  p.split_mode = {"none", "layer", "row"};
+  p.tensor_split = {"", "3/1"};
+  p.override_tensors = {"", "ffn_.*=CPU,attn=CPU"};
+  EXPECT_NO_THROW(p.validate());
+  const PlacementOptions o = placement_options({"m.gguf", true, 99, "row", 1, "3/1", "ffn_.*=CPU,attn=CPU"});
+  EXPECT_EQ(o.n_gpu_layers, 99);
+  EXPECT_EQ(o.split_mode, SplitMode::Row);
+  EXPECT_EQ(o.main_gpu, 1);
+  EXPECT_EQ(o.tensor_split, (std::vector<float>{3.0f, 1.0f}));
+  ASSERT_EQ(o.overrides.size(), 2u);
+  EXPECT_EQ(o.overrides[1].pattern, "attn");
+  EXPECT_EQ(o.overrides[1].buffer_type, "CPU");
+  p.split_mode = {"diagonal"};
   try {
     p.validate();
-    FAIL() << "-ngl 99 accepted";
+    FAIL() << "-sm diagonal accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("-ngl 99: layer offload is not implemented yet"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("diagonal"), std::string::npos);
   }
-  p.n_gpu_layers = {0};
-  p.tensor_split = {"1/1"};
+  p.split_mode = {"layer"};
+  p.tensor_split = {"3/x"};
   EXPECT_THROW(p.validate(), Error);
   p.tensor_split = {""};
+  p.override_tensors = {"no-equals-sign"};
+  EXPECT_THROW(p.validate(), Error);
+  p.override_tensors = {""};
   p.n_prompt = {0};
   p.n_gen = {0};
   EXPECT_THROW(p.validate(), Error);  // nothing to run

@@ -192,10 +192,12 @@ class MarkdownPrinter : public BenchPrinter {
   }
   static int width(const std::string& field) {
     if (field == "model_type" || field == "model_filename") return 28;
+    if (field == "devices") return 12;
     return std::max<int>(static_cast<int>(label(field).size()), 10);
   }
   static bool align_right(const std::string& field) {
-    return field != "model_type" && field != "model_filename" && field != "devices";
+    return field != "model_type" && field != "model_filename" && field != "devices" && field != "split_mode" &&
+           field != "tensor_split" && field != "override_tensors";
   }
   static std::string pad(const std::string& text, int width, bool right) {
     return right ? fmt::format("{:>{}}", text, width) : fmt::format("{:<{}}", text, width);

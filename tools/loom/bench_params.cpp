@@ -1,5 +1,7 @@
 #include "bench_params.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "loom/error.h"
@@ -61,14 +63,10 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
 
 void BenchParams::validate() const {
   if (models.empty()) fail("give a model with -m FILE");
-  for (int n : n_gpu_layers)
-    if (n != 0) fail("-ngl {}: layer offload is not implemented yet (only -ngl 0, CPU only, runs)", n);
-  for (const auto& s : split_mode)
-    if (s != "none") fail("-sm {}: split modes are not implemented yet (only -sm none runs)", s);
-  for (const auto& s : tensor_split)
-    if (!s.empty()) fail("-ts {}: tensor split is not implemented yet", s);
-  for (const auto& s : override_tensors)
-    if (!s.empty()) fail("-ot {}: tensor buffer-type overrides are not implemented yet", s);
+  // Parse every placement value now, so a typo fails before the first run.
+  for (const auto& sm : split_mode)
+    for (const auto& ts : tensor_split)
+      for (const auto& ot : override_tensors) placement_options({"", true, 0, sm, 0, ts, ot});
   for (int t : n_threads)
     if (t < 1) fail("-t {}: needs at least one thread", t);
   for (int b : n_batch)
@@ -80,6 +78,20 @@ void BenchParams::validate() const {
   for (int p : n_prompt) any_test |= p > 0;
   for (int n : n_gen) any_test |= n > 0;
   if (!any_test) fail("no test to run: -p, -n and -pg are all empty or zero");
+}
+
+PlacementOptions placement_options(const BenchLoadKey& key) {
+  PlacementOptions p;
+  p.n_gpu_layers = key.n_gpu_layers;
+  p.split_mode = parse_split_mode(key.split_mode);
+  p.main_gpu = key.main_gpu;
+  if (!key.tensor_split.empty()) {
+    std::string commas = key.tensor_split;
+    std::replace(commas.begin(), commas.end(), '/', ',');
+    p.tensor_split = parse_tensor_split(commas);
+  }
+  for (const auto& one : split_list(key.override_tensors, ',')) p.overrides.push_back(parse_override(one));
+  return p;
 }
 
 std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
@@ -99,26 +111,27 @@ std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
     for (bool mmap : use_mmap)
       for (int ngl : n_gpu_layers)
         for (const auto& sm : split_mode)
-          for (const auto& ts : tensor_split)
-            for (const auto& ot : override_tensors)
-              for (int b : n_batch)
-                for (int ub : n_ubatch)
-                  for (DType tk : type_k)
-                    for (DType tv : type_v)
-                      for (int t : threads)
-                        for (auto [p, n, d] : tests) {
-                          BenchInstance inst;
-                          inst.load = {m, mmap, ngl, sm, ts, ot};
-                          inst.n_batch = b;
-                          inst.n_ubatch = ub;
-                          inst.type_k = tk;
-                          inst.type_v = tv;
-                          inst.n_threads = t;
-                          inst.n_prompt = p;
-                          inst.n_gen = n;
-                          inst.n_depth = d;
-                          out.push_back(inst);
-                        }
+          for (int mg : main_gpu)
+            for (const auto& ts : tensor_split)
+              for (const auto& ot : override_tensors)
+                for (int b : n_batch)
+                  for (int ub : n_ubatch)
+                    for (DType tk : type_k)
+                      for (DType tv : type_v)
+                        for (int t : threads)
+                          for (auto [p, n, d] : tests) {
+                            BenchInstance inst;
+                            inst.load = {m, mmap, ngl, sm, mg, ts, ot};
+                            inst.n_batch = b;
+                            inst.n_ubatch = ub;
+                            inst.type_k = tk;
+                            inst.type_v = tv;
+                            inst.n_threads = t;
+                            inst.n_prompt = p;
+                            inst.n_gen = n;
+                            inst.n_depth = d;
+                            out.push_back(inst);
+                          }
   return out;
 }
 

@@ -1,14 +1,15 @@
 // loom bench parameters: every option takes a comma list (and numbers take
 // ranges: 1-8, 1-8+2, 1-64*2), flags may repeat, and the runs are the
 // cartesian product, ordered so that each model is loaded as rarely as
-// possible. The placement options (-ngl, -sm, -ts, -ot) are parsed and
-// carried through the records but refused until the loader can place layers.
+// possible. The placement options (-ngl, -sm, -mg, -ts, -ot) are part of the
+// load: each distinct combination loads the model once.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "loom/placement.h"
 #include "loom/types.h"
 
 namespace loom::cli {
@@ -18,8 +19,9 @@ struct BenchLoadKey {
   std::string model;
   bool use_mmap = true;
   int n_gpu_layers = 0;
-  std::string split_mode = "none";
-  std::string tensor_split;      // "" or "3/1"
+  std::string split_mode = "layer";  // none | layer | row
+  int main_gpu = 0;
+  std::string tensor_split;      // "" (by free memory) or "3/1"
   std::string override_tensors;  // "" or "pattern=buffer-type,..."
   bool operator==(const BenchLoadKey&) const = default;
 };
@@ -48,15 +50,16 @@ struct BenchParams {
   std::vector<DType> type_k{DType::F16};
   std::vector<DType> type_v{DType::F16};
   std::vector<int> n_gpu_layers{0};
-  std::vector<std::string> split_mode{"none"};
+  std::vector<std::string> split_mode{"layer"};
+  std::vector<int> main_gpu{0};
   std::vector<std::string> tensor_split{""};
   std::vector<std::string> override_tensors{""};
   std::vector<bool> use_mmap{true};
   int repetitions = 5;
   bool warmup = true;
 
-  // Throws loom::Error for what cannot run yet (placement other than CPU-only)
-  // or makes no sense (no tests, zero threads), naming the option.
+  // Throws loom::Error for values that make no sense (no tests, zero
+  // threads, an unknown split mode, a malformed -ts or -ot), naming the option.
   void validate() const;
   // The cartesian product, grouped by load key (in the order models were given).
   std::vector<BenchInstance> instances(int default_threads) const;
@@ -67,5 +70,7 @@ struct BenchParams {
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text);
 // Splits on `sep`, keeping empty items out.
 std::vector<std::string> split_list(const std::string& text, char sep);
+// The loader's placement options for a load key (-ts "3/1", -ot "a=CPU,b=OpenCL0").
+PlacementOptions placement_options(const BenchLoadKey& key);
 
 }  // namespace loom::cli

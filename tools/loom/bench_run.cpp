@@ -59,7 +59,6 @@ BenchSystem bench_system() {
     if (d->type() == DeviceType::CPU) continue;
     s.gpu_info += fmt::format("{}{}: {}", s.gpu_info.empty() ? "" : "; ", d->name(), d->description());
   }
-  s.devices = std::string(reg.cpu().name());  // placement is CPU-only until the loader can offload
   return s;
 }
 
@@ -67,6 +66,7 @@ BenchModelInfo describe_model(const LlamaModel& model) {
   BenchModelInfo info;
   info.filename = model.file().path();
   info.size = static_cast<int64_t>(model.weight_bytes());
+  for (const Device* d : model.devices()) info.devices += (info.devices.empty() ? "" : ",") + std::string(d->name());
   std::map<uint32_t, int64_t> params_by_type;
   for (const auto& t : model.file().tensors()) {
     const int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
@@ -125,7 +125,7 @@ BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& m
       {"build_commit", system.build_commit},
       {"cpu_info", system.cpu_info},
       {"gpu_info", system.gpu_info},
-      {"devices", system.devices},
+      {"devices", model.devices},
       {"model_filename", model.filename},
       {"model_type", model.type},
       {"model_size", i64(model.size)},
@@ -137,6 +137,7 @@ BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& m
       {"type_v", std::string(type_name(inst.type_v))},
       {"n_gpu_layers", i64(inst.load.n_gpu_layers)},
       {"split_mode", inst.load.split_mode},
+      {"main_gpu", i64(inst.load.main_gpu)},
       {"tensor_split", inst.load.tensor_split},
       {"override_tensors", inst.load.override_tensors},
       {"use_mmap", i64(inst.load.use_mmap ? 1 : 0)},

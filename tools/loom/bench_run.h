@@ -19,7 +19,6 @@ struct BenchSystem {
   std::string build_commit;
   std::string cpu_info;
   std::string gpu_info;  // the non-CPU devices, "" when none
-  std::string devices;   // the devices the runs use
 };
 BenchSystem bench_system();
 
@@ -28,6 +27,7 @@ struct BenchModelInfo {
   std::string type;  // "llama 1.1B Q4_0": architecture, size, type of most weights
   int64_t size = 0;  // weight bytes
   int64_t n_params = 0;
+  std::string devices;  // the devices holding its weights, "CPU,OpenCL0"
 };
 BenchModelInfo describe_model(const LlamaModel& model);
 

@@ -40,10 +40,11 @@ std::vector<OptionSpec> bench_option_specs() {
       {{"-t", "--threads"}, "N", "CPU threads (default: all cores)"},
       {{"-ctk", "--cache-type-k"}, "TYPES", "K cache type (default f16)"},
       {{"-ctv", "--cache-type-v"}, "TYPES", "V cache type (default f16)"},
-      {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload (only 0 until the loader can place layers)"},
-      {{"-sm", "--split-mode"}, "MODE", "how to split over devices (only none for now)"},
-      {{"-ts", "--tensor-split"}, "A/B/...", "share of each device (not implemented yet)"},
-      {{"-ot", "--override-tensor"}, "PAT=BUFT", "place tensors by pattern (';' between sets; not implemented yet)"},
+      {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (default 0)"},
+      {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row"},
+      {{"-mg", "--main-gpu"}, "I", "main offload device index for -sm none and row (default 0)"},
+      {{"-ts", "--tensor-split"}, "A/B/..", "proportions per offload device, '/' between devices (default: free memory)"},
+      {{"-ot", "--override-tensor"}, "RE=BUFT", "weights matching RE go to buffer type BUFT (',' within a set, ';' between sets)"},
       {{"-mmp", "--mmap"}, "0|1", "map the model file (default 1)"},
       {{"--no-mmap"}, "", "read weights into memory (same as -mmp 0)"},
       {{"-r", "--repetitions"}, "N", "timed runs per test (default 5)"},
@@ -97,6 +98,7 @@ BenchParams parse_params(const Args& args) {
   p.type_v = all_types(args, "--cache-type-v", "-ctv");
   p.n_gpu_layers = all_ints(args, "--n-gpu-layers", "-ngl", {0});
   if (auto sm = all_items(args, "--split-mode"); !sm.empty()) p.split_mode = sm;
+  p.main_gpu = all_ints(args, "--main-gpu", "-mg", {0});
   if (auto ts = all_items(args, "--tensor-split"); !ts.empty()) p.tensor_split = ts;
   if (auto ot = all_items(args, "--override-tensor", ';'); !ot.empty()) p.override_tensors = ot;
   if (args.has("--no-mmap")) {
@@ -133,6 +135,11 @@ std::vector<std::string> markdown_columns(const std::vector<BenchInstance>& runs
   if (shown([](const BenchInstance& r) { return std::string(type_name(r.type_k)); })) cols.push_back("type_k");
   if (shown([](const BenchInstance& r) { return std::string(type_name(r.type_v)); })) cols.push_back("type_v");
   if (shown([](const BenchInstance& r) { return r.load.use_mmap ? 1 : 0; })) cols.push_back("use_mmap");
+  if (shown([](const BenchInstance& r) { return r.load.n_gpu_layers; })) cols.push_back("n_gpu_layers");
+  if (shown([](const BenchInstance& r) { return r.load.split_mode; })) cols.push_back("split_mode");
+  if (shown([](const BenchInstance& r) { return r.load.main_gpu; })) cols.push_back("main_gpu");
+  if (shown([](const BenchInstance& r) { return r.load.tensor_split; })) cols.push_back("tensor_split");
+  if (shown([](const BenchInstance& r) { return r.load.override_tensors; })) cols.push_back("override_tensors");
   return cols;
 }
 
@@ -183,6 +190,7 @@ int cmd_bench(int argc, char** argv) {
       model.reset();
       LoadOptions lo;
       lo.use_mmap = run.load.use_mmap;
+      lo.placement = placement_options(run.load);
       if (verbose) std::fprintf(stderr, "loom bench: loading %s\n", run.load.model.c_str());
       model = LlamaModel::load(run.load.model, lo);
       info = describe_model(*model);
