@@ -40,7 +40,8 @@ int default_thread_count() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-CpuDevice::CpuDevice() : cpu_type_("CPU", this, false), mapped_type_("CPU_Mapped", this, true) {}
+CpuDevice::CpuDevice()
+    : cpu_type_("CPU", this, false), mapped_type_("CPU_Mapped", this, true), repack_type_(this) {}
 
 std::string CpuDevice::description() const {
   const CpuFeatures& f = cpu_features();
@@ -59,10 +60,25 @@ std::shared_ptr<Buffer> CpuDevice::buffer_from_host_ptr(void* ptr, size_t size) 
   return mapped_type_.wrap(ptr, size);
 }
 
+namespace {
+
+// Whether the CPU kernel of `node` can read operand i where it lies: host
+// memory, or an interleaved weight as mul_mat's src0.
+bool operand_readable(const Tensor& node, int i) {
+  const Tensor* s = node.src[i];
+  if (!s) return true;
+  const Tensor& root = s->view_src ? *s->view_src : *s;
+  if (!root.buffer || root.buffer->is_host()) return true;
+  if (!dynamic_cast<const RepackBufferType*>(&root.buffer->type())) return false;
+  return !repackable(root) || (node.op == Op::MulMat && i == 0 && s == &root);
+}
+
+}  // namespace
+
 bool CpuDevice::supports_op(const Tensor& node) const {
   if (!kernel_supports(node)) return false;
-  for (const Tensor* s : node.src)
-    if (s && s->buffer && !s->buffer->is_host()) return false;
+  for (int i = 0; i < kMaxSrc; ++i)
+    if (!operand_readable(node, i)) return false;
   return true;
 }
 
@@ -83,10 +99,10 @@ void CpuBackend::compute(Graph& graph) {
       fail("CPU: op {} is not supported (tensor '{}' {})", op_name(node->op), node->name, node->shape_string());
     if (!node->data && node->nbytes() > 0)
       fail("CPU: tensor '{}' {} has no memory; allocate the graph first", node->name, node->shape_string());
-    for (const Tensor* s : node->src)
-      if (s && s->buffer && !s->buffer->is_host())
-        fail("CPU: operand '{}' of '{}' is in {} memory, which the CPU cannot read", s->name, node->name,
-             s->buffer->type().name());
+    for (int i = 0; i < kMaxSrc; ++i)
+      if (!operand_readable(*node, i))
+        fail("CPU: operand '{}' of '{}' ({}) is in {} memory, which the CPU cannot read there", node->src[i]->name,
+             node->name, op_name(node->op), node->src[i]->buffer->type().name());
     need = std::max(need, kernel_work_size(*node, nth));
     if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
     for (int phase = 0; phase < kernel_phases(*node); ++phase) {

@@ -1,5 +1,6 @@
-// The CPU device family: one device "CPU", buffer types CPU and CPU_Mapped,
-// and a backend that runs graphs on a persistent thread pool.
+// The CPU device family: one device "CPU", buffer types CPU, CPU_Mapped and
+// CPU_Repack (interleaved quantized weights for mul_mat, see repack.h), and a
+// backend that runs graphs on a persistent thread pool.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,7 @@
 
 #include "host_buffer.h"
 #include "kernels/kernels.h"
+#include "repack.h"
 #include "loom/registry.h"
 #include "thread_pool.h"
 
@@ -23,14 +25,17 @@ class CpuDevice final : public Device {
   DeviceCaps caps() const override { return {.buffer_from_host_ptr = true}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return cpu_type_; }
-  std::vector<BufferType*> buffer_types() override { return {&cpu_type_, &mapped_type_}; }
+  std::vector<BufferType*> buffer_types() override { return {&cpu_type_, &mapped_type_, &repack_type_}; }
   std::shared_ptr<Buffer> buffer_from_host_ptr(void* ptr, size_t size) override;
   bool supports_op(const Tensor& node) const override;
-  bool supports_buffer_type(const BufferType& type) const override { return type.is_host(); }
+  bool supports_buffer_type(const BufferType& type) const override {
+    return type.is_host() || &type == &repack_type_;
+  }
 
  private:
   HostBufferType cpu_type_;
   HostBufferType mapped_type_;
+  RepackBufferType repack_type_;
 };
 
 class CpuBackend final : public Backend {

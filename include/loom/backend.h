@@ -58,6 +58,14 @@ class BufferType {
   virtual bool is_host() const = 0;
   // Device whose memory this is (null for types not bound to one device).
   virtual Device* device() const = 0;
+  // For weight-layout types (CPU_Repack): whether a weight used as src0 of
+  // `node` (not yet placed) should live here, i.e. the device runs `node`
+  // faster with it. A loader may try such types before the default one
+  // (default: true, any use).
+  virtual bool supports_op(const Tensor& node) const {
+    (void)node;
+    return true;
+  }
 
  protected:
   virtual std::shared_ptr<Buffer> alloc_impl(size_t size) = 0;  // size > 0

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "../cpu_features.h"
+#include "../repack.h"
 #include "kernels.h"
 #include "loom/log.h"
 #include "vec.h"
@@ -130,7 +131,8 @@ struct Plan {
   int64_t n_units = 0;    // columns (dot) or panels (gemm) per matrix
   int64_t row_block = 0, col_block = 0;
   // per-thread scratch
-  size_t gather_off = 0, qtmp_off = 0, ablock_off = 0, ctile_off = 0, thread_bytes = 0;
+  size_t gather_off = 0, qtmp_off = 0, ablock_off = 0, ctile_off = 0, arow_off = 0, thread_bytes = 0;
+  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or dot16
   int c_offset = 0;  // C of the kind (see vec.h)
 
   int64_t n_row_blocks() const { return (M + row_block - 1) / row_block; }
@@ -157,9 +159,12 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   const int64_t K = p.K;
   const size_t row_f32 = align_up(K * sizeof(float));
   const size_t q8_row = align_up(q8_row_bytes(K));
+  p.repacked = is_repacked(a);
   p.gather_off = 0;
   p.qtmp_off = p.gather_off + row_f32;
   size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
+  p.arow_off = off;
+  if (p.repacked) off += align_up(a.nb[1]);
 
   if (!p.gemm) {
     p.n_units = p.N;
@@ -289,17 +294,38 @@ char* dst_column(const Tensor& dst, int64_t mat, int64_t j) {
   return row_ptr(dst, j, mat % dst.ne[2], mat / dst.ne[2]);
 }
 
+// Row i of an interleaved a, unpacked into the thread's scratch.
+const char* unpacked_row(const Plan& p, const Tensor& a, int64_t i, uint8_t* thread) {
+  const auto* group = static_cast<const uint8_t*>(a.data) + (i / kRepackRows) * kRepackRows * a.nb[1];
+  uint8_t* row = thread + p.arow_off;
+  unpack_row(a.type, group, p.K / kQBlock, static_cast<int>(i % kRepackRows), row);
+  return reinterpret_cast<const char*>(row);
+}
+
 const char* a_row(const Tensor& a, const Tensor& b, int64_t mat, int64_t i) {
   const int64_t i2 = mat % b.ne[2], i3 = mat / b.ne[2];
   return row_ptr(a, i, i2 / (b.ne[2] / a.ne[2]), i3 / (b.ne[3] / a.ne[3]));
 }
 
-void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, const uint8_t* packed, int64_t mat,
-               int64_t r0, int64_t r1) {
+void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, const uint8_t* packed, uint8_t* thread,
+               int64_t mat, int64_t r0, int64_t r1) {
   const DotFn dot = p.kern->dot[static_cast<int>(p.kind)];
   const uint8_t* bmat = packed + mat * p.mat_bytes;
+  const Dot16Fn dot16 = p.repacked ? p.kern->dot16[static_cast<int>(p.kind)] : nullptr;
+  if (dot16 && r0 % kRepackRows == 0 && (r1 - r0) % kRepackRows == 0) {
+    float out[kRepackRows];
+    for (int64_t g = r0; g < r1; g += kRepackRows) {
+      const auto* group = static_cast<const uint8_t*>(a.data) + g * a.nb[1];
+      for (int64_t j = 0; j < p.N; ++j) {
+        dot16(p.K, group, bmat + j * p.unit_bytes, out);
+        char* col = dst_column(dst, mat, j) + g * dst.nb[0];
+        for (int r = 0; r < kRepackRows; ++r) *reinterpret_cast<float*>(col + r * dst.nb[0]) = out[r];
+      }
+    }
+    return;
+  }
   for (int64_t i = r0; i < r1; ++i) {
-    const char* ar = a_row(a, b, mat, i);
+    const char* ar = p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i);
     for (int64_t j = 0; j < p.N; ++j)
       dot(p.K, ar, bmat + j * p.unit_bytes, reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]));
   }
@@ -326,7 +352,9 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     }
   } else if (p.amode == AMode::Quant) {
     const ExpandFn expand = p.kind == WKind::Q8_0 ? kern.expand_q8_0 : kern.expand_q4_0;
-    for (int64_t i = r0; i < r1; ++i) expand(a_row(a, b, mat, i), K, aq + (i - r0) * K, ad + (i - r0) * nb);
+    for (int64_t i = r0; i < r1; ++i)
+      expand(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
+             ad + (i - r0) * nb);
   }
 
   for (int64_t cp = c0; cp < c1; cp += 2 * P) {
@@ -407,7 +435,7 @@ void compute_mul_mat(const ComputeParams& params, Tensor& dst, int phase) {
     const int64_t c0 = cb * p.col_block, c1 = std::min(p.N, c0 + p.col_block);
     gemm_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1, c0, c1);
   } else {
-    dot_chunk(p, a, b, dst, s.packed, mat, r0, r1);
+    dot_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1);
   }
 }
 

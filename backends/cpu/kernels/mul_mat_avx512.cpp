@@ -185,6 +185,59 @@ void dot_q8_0(int64_t k, const void* a_row, const void* b_row, float* out) {
       [](const BlockQ8_0& x0, const BlockQ8_0& x1) { return q8_pair(x0.qs, x1.qs); }, q8_one);
 }
 
+// ---- interleaved rows (CPU_Repack) ------------------------------------------------
+
+// 16 rows at once: lane r of every vector is row r. Per block, the quant
+// vectors hold 4 bytes of each row; the b column's matching 4 bytes are
+// broadcast. Four integer sums keep the vpdpbusd chains short.
+template <int NV, class Weights>
+inline void dot16_quant(int64_t k, const uint8_t* group, const void* b_row, float* out, Weights weights) {
+  const int64_t nb = k / kQBlock;
+  const auto* q = static_cast<const int8_t*>(b_row);
+  const auto* d = reinterpret_cast<const float*>(q + k);
+  const float* m = d + nb;
+  constexpr size_t kBlockBytes = 16 * sizeof(uint16_t) + NV * 64;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * kBlockBytes;
+    const __m512 da = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const int8_t* qb = q + b * kQBlock;
+    __m512i s[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    weights(blk + 32, qb, s);
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]), _mm512_add_epi32(s[2], s[3]));
+    const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d[b]), _mm512_set1_ps(m[b]));
+    if (b & 1) acc1 = _mm512_fmadd_ps(t, da, acc1);
+    else acc0 = _mm512_fmadd_ps(t, da, acc0);
+  }
+  _mm512_storeu_ps(out, _mm512_add_ps(acc0, acc1));
+}
+
+inline __m512i bcast4(const int8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
+
+void dot16_q4_0(int64_t k, const uint8_t* group, const void* b_row, float* out) {
+  dot16_quant<4>(k, group, b_row, out, [](const uint8_t* v, const int8_t* qb, __m512i* s) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const __m512i w = _mm512_loadu_si512(v + t * 64);
+      // Low nibbles are elements 4t..4t+3, high nibbles 16+4t..16+4t+3.
+      s[t] = _mm512_dpbusd_epi32(s[t], _mm512_and_si512(w, low), bcast4(qb + 4 * t));
+      s[t] = _mm512_dpbusd_epi32(s[t], _mm512_and_si512(_mm512_srli_epi16(w, 4), low), bcast4(qb + 16 + 4 * t));
+    }
+  });
+}
+
+void dot16_q8_0(int64_t k, const uint8_t* group, const void* b_row, float* out) {
+  dot16_quant<8>(k, group, b_row, out, [](const uint8_t* v, const int8_t* qb, __m512i* s) {
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(v + t * 64), bias);
+      s[t % 4] = _mm512_dpbusd_epi32(s[t % 4], w, bcast4(qb + 4 * t));
+    }
+  });
+}
+
 // ---- conversions and expansion -------------------------------------------------
 
 void f16_to_f32(const void* src, float* dst, int64_t n) {
@@ -334,6 +387,7 @@ MulMatKernels make_table() {
   t.isa = Isa::Avx512;
   t.quantize_row = quantize_row;
   t.dot = {dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
+  t.dot16 = {nullptr, nullptr, nullptr, dot16_q8_0, dot16_q4_0};
   t.f16_to_f32 = f16_to_f32;
   t.bf16_to_f32 = bf16_to_f32;
   t.q8_0_offset = 128;
