@@ -5,9 +5,14 @@
 // compute the last token's logits on every decode. Repetitions alternate
 // between the engines (round 1: llama.cpp then Loom, round 2: Loom then
 // llama.cpp, ...) so that a change in the machine's load hits both alike.
+// On a shared machine, other processes skew the engines differently (llama.cpp's
+// threads spin at barriers and lose badly when a core is taken), so before
+// each engine's turn the script waits, up to QUIET_WAIT_S seconds, until the
+// CPUs have been idle for 3 s (at most 10% busy), and reports how busy they were.
 // Writes one JSON line per engine, model and test, with every sample.
 //
 // usage: node vs-llamacpp.mjs LOOM_BINARY THREADS ROUNDS OUT.jsonl MODEL...
+// env: QUIET_WAIT_S (default 600; 0: do not wait)
 import {execFileSync} from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -80,11 +85,34 @@ function add(engine, path, t, ns, template) {
 }
 const cpuInfo = os.cpus()[0]?.model ?? "unknown";
 const load = () => os.loadavg().map(x => x.toFixed(2)).join(" ");
+
+// Fraction of CPU time not idle over `ms`, from /proc/stat.
+function cpuTimes() {
+  const f = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+  return {idle: f[3] + (f[4] ?? 0), total: f.reduce((a, b) => a + b, 0)};
+}
+async function busyFraction(ms) {
+  const a = cpuTimes();
+  await new Promise(r => setTimeout(r, ms));
+  const b = cpuTimes();
+  return b.total > a.total ? 1 - (b.idle - a.idle) / (b.total - a.total) : 0;
+}
+const quietWait = Number(process.env.QUIET_WAIT_S ?? 600) * 1000;
+const busySeen = [];
+async function waitQuiet() {
+  const t0 = Date.now();
+  let busy = await busyFraction(3000);
+  while (busy > 0.10 && Date.now() - t0 < quietWait) busy = await busyFraction(3000);
+  busySeen.push(busy);
+  return `waited ${((Date.now() - t0) / 1000).toFixed(0)} s, CPUs ${(busy * 100).toFixed(0)}% busy before`;
+}
 console.error(`load average before: ${load()}`);
 for (let round = 0; round < rounds; ++round) {
   for (const path of models) {
     const order = round % 2 === 0 ? ["llama.cpp", "loom"] : ["loom", "llama.cpp"];
     for (const engine of order) {
+      const quiet = await waitQuiet();
+      const started = cpuTimes();
       if (engine === "loom") {
         for (const r of loomRound(path)) {
           const t = {p: r.n_prompt, n: r.n_gen, d: r.n_depth};
@@ -101,11 +129,15 @@ for (let round = 0; round < rounds; ++round) {
             n_prompt: t.p, n_gen: t.n, n_depth: t.d, test_time: new Date().toISOString()});
         }
       }
-      console.error(`round ${round + 1}/${rounds} ${engine} ${path}: done (load ${load()})`);
+      const ended = cpuTimes();
+      const used = 1 - (ended.idle - started.idle) / (ended.total - started.total);
+      console.error(`round ${round + 1}/${rounds} ${engine} ${path}: ${quiet}, CPUs ${(used * 100).toFixed(0)}% busy`
+                    + ` during (${threads} of ${os.cpus().length} cores are the engine's), load ${load()}`);
     }
   }
 }
-console.error(`load average after: ${load()}`);
+console.error(`load average after: ${load()}; CPUs busy before each turn: at most `
+              + `${(Math.max(...busySeen) * 100).toFixed(0)}%`);
 
 const mean = v => v.reduce((a, b) => a + b, 0) / v.length;
 const stddev = v => v.length < 2 ? 0 : Math.sqrt(v.reduce((a, x) => a + (x - mean(v)) ** 2, 0) / (v.length - 1));
