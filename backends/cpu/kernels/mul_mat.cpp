@@ -155,11 +155,14 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   p.n_mat = b.ne[2] * b.ne[3];
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
-  p.gemm = kern.panel > 0 && p.N >= kern.panel;
+  p.repacked = is_repacked(a);
+  // Interleaved weights with a gemm16 kernel take every N on the dot path
+  // (b in row format, 16 rows x up to 8 columns per call).
+  const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
+  p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16;
   const int64_t K = p.K;
   const size_t row_f32 = align_up(K * sizeof(float));
   const size_t q8_row = align_up(q8_row_bytes(K));
-  p.repacked = is_repacked(a);
   p.gather_off = 0;
   p.qtmp_off = p.gather_off + row_f32;
   size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
@@ -311,15 +314,22 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
                int64_t mat, int64_t r0, int64_t r1) {
   const DotFn dot = p.kern->dot[static_cast<int>(p.kind)];
   const uint8_t* bmat = packed + mat * p.mat_bytes;
-  const Dot16Fn dot16 = p.repacked ? p.kern->dot16[static_cast<int>(p.kind)] : nullptr;
-  if (dot16 && r0 % kRepackRows == 0 && (r1 - r0) % kRepackRows == 0) {
-    float out[kRepackRows];
+  const Gemm16Fn gemm16 = p.repacked ? p.kern->gemm16[static_cast<int>(p.kind)] : nullptr;
+  if (gemm16 && r0 % kRepackRows == 0 && (r1 - r0) % kRepackRows == 0) {
+    alignas(64) float out[kRepackRows * kGemm16Cols];
     for (int64_t g = r0; g < r1; g += kRepackRows) {
       const auto* group = static_cast<const uint8_t*>(a.data) + g * a.nb[1];
-      for (int64_t j = 0; j < p.N; ++j) {
-        dot16(p.K, group, bmat + j * p.unit_bytes, out);
-        char* col = dst_column(dst, mat, j) + g * dst.nb[0];
-        for (int r = 0; r < kRepackRows; ++r) *reinterpret_cast<float*>(col + r * dst.nb[0]) = out[r];
+      for (int64_t j = 0; j < p.N; j += kGemm16Cols) {
+        const int nc = static_cast<int>(std::min<int64_t>(kGemm16Cols, p.N - j));
+        gemm16(p.K, group, bmat + j * p.unit_bytes, p.unit_bytes, nc, out);
+        for (int c = 0; c < nc; ++c) {
+          char* col = dst_column(dst, mat, j + c) + g * dst.nb[0];
+          if (dst.nb[0] == sizeof(float)) {
+            std::memcpy(col, out + c * kRepackRows, kRepackRows * sizeof(float));
+          } else {
+            for (int r = 0; r < kRepackRows; ++r) *reinterpret_cast<float*>(col + r * dst.nb[0]) = out[c * kRepackRows + r];
+          }
+        }
       }
     }
     return;

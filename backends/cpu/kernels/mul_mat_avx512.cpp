@@ -238,6 +238,78 @@ void dot16_q8_0(int64_t k, const uint8_t* group, const void* b_row, float* out) 
   });
 }
 
+// NC b columns (row format, b_stride bytes apart) times 16 interleaved rows:
+// out[c * 16 + r]. The weights are loaded (and Q4_0 nibbles split) once per
+// block for all columns; each column keeps its own integer sum.
+template <int NC, bool Q4>
+void gemm16_tile(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, float* out) {
+  const int64_t nb = k / kQBlock;
+  constexpr int kNV = Q4 ? 4 : 8;
+  constexpr size_t kBlockBytes = 16 * sizeof(uint16_t) + kNV * 64;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * kBlockBytes;
+    __m512i isum[NC];
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) isum[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int t = 0; t < kNV; ++t) {
+      const __m512i w = _mm512_loadu_si512(blk + 32 + t * 64);
+      if constexpr (Q4) {
+        const __m512i lo = _mm512_and_si512(w, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) {
+          const auto* qb = reinterpret_cast<const int8_t*>(b_cols + c * b_stride) + b * kQBlock;
+          isum[c] = _mm512_dpbusd_epi32(isum[c], lo, bcast4(qb + 4 * t));
+          isum[c] = _mm512_dpbusd_epi32(isum[c], hi, bcast4(qb + 16 + 4 * t));
+        }
+      } else {
+        const __m512i wu = _mm512_xor_si512(w, bias);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) {
+          const auto* qb = reinterpret_cast<const int8_t*>(b_cols + c * b_stride) + b * kQBlock;
+          isum[c] = _mm512_dpbusd_epi32(isum[c], wu, bcast4(qb + 4 * t));
+        }
+      }
+    }
+    const __m512 da = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      const auto* d = reinterpret_cast<const float*>(b_cols + c * b_stride + k);
+      const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_set1_ps(d[b]), _mm512_set1_ps(d[nb + b]));
+      acc[c] = _mm512_fmadd_ps(t, da, acc[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) _mm512_storeu_ps(out + c * 16, acc[c]);
+}
+
+template <bool Q4>
+void gemm16(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  switch (ncols) {
+    case 1: return Q4 ? dot16_q4_0(k, group, b_cols, out) : dot16_q8_0(k, group, b_cols, out);
+    case 2: return gemm16_tile<2, Q4>(k, group, b_cols, b_stride, out);
+    case 3: return gemm16_tile<3, Q4>(k, group, b_cols, b_stride, out);
+    case 4: return gemm16_tile<4, Q4>(k, group, b_cols, b_stride, out);
+    case 5: return gemm16_tile<5, Q4>(k, group, b_cols, b_stride, out);
+    case 6: return gemm16_tile<6, Q4>(k, group, b_cols, b_stride, out);
+    case 7: return gemm16_tile<7, Q4>(k, group, b_cols, b_stride, out);
+    default: return gemm16_tile<8, Q4>(k, group, b_cols, b_stride, out);
+  }
+}
+
+void gemm16_q4_0(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  gemm16<true>(k, group, b_cols, b_stride, ncols, out);
+}
+void gemm16_q8_0(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  gemm16<false>(k, group, b_cols, b_stride, ncols, out);
+}
+
 // ---- conversions and expansion -------------------------------------------------
 
 void f16_to_f32(const void* src, float* dst, int64_t n) {
@@ -387,7 +459,7 @@ MulMatKernels make_table() {
   t.isa = Isa::Avx512;
   t.quantize_row = quantize_row;
   t.dot = {dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
-  t.dot16 = {nullptr, nullptr, nullptr, dot16_q8_0, dot16_q4_0};
+  t.gemm16 = {nullptr, nullptr, nullptr, gemm16_q8_0, gemm16_q4_0};
   t.f16_to_f32 = f16_to_f32;
   t.bf16_to_f32 = bf16_to_f32;
   t.q8_0_offset = 128;

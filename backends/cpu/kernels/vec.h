@@ -50,9 +50,12 @@ inline size_t q8_row_bytes(int64_t k) { return static_cast<size_t>(k) + static_c
 using QuantizeRowFn = void (*)(const float* x, int64_t k, int8_t* q, float* d, float* s);
 // out = dot(a row, b column in row format); a row of the kernel's weight kind.
 using DotFn = void (*)(int64_t k, const void* a_row, const void* b_row, float* out);
-// out[0..15] = dots of 16 interleaved rows (one CPU_Repack group, see
-// repack.h) with one b column in row format.
-using Dot16Fn = void (*)(int64_t k, const uint8_t* group, const void* b_row, float* out);
+// out[c * 16 + r] = dot of row r of 16 interleaved rows (one CPU_Repack
+// group, see repack.h) with b column c (row format, b_stride bytes apart),
+// for c < ncols (1..kGemm16Cols).
+inline constexpr int kGemm16Cols = 8;
+using Gemm16Fn = void (*)(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols,
+                          float* out);
 // Converts a row of F16 / BF16 to f32.
 using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
 // Expands a quantized a row into one byte per element (in the encoding the
@@ -75,7 +78,7 @@ struct MulMatKernels {
   Isa isa = Isa::Scalar;
   QuantizeRowFn quantize_row = nullptr;
   std::array<DotFn, kWKinds> dot{};  // b row format: f32 for float kinds, q8 row for quantized
-  std::array<Dot16Fn, kWKinds> dot16{};  // interleaved Q8_0 / Q4_0 rows (null: unpack rows instead)
+  std::array<Gemm16Fn, kWKinds> gemm16{};  // interleaved Q8_0 / Q4_0 rows (null: unpack rows instead)
   ToF32Fn f16_to_f32 = nullptr;
   ToF32Fn bf16_to_f32 = nullptr;
   int q8_0_offset = 0;  // C for Q8_0 weights (see top)
