@@ -262,8 +262,15 @@ void pack_dot_column(const Plan& p, const Tensor& b, int64_t mat, int64_t j, uin
 void pack_panel(const Plan& p, const Tensor& b, int64_t mat, int64_t panel, uint8_t* dst, uint8_t* thread) {
   const int64_t K = p.K, P = p.P, nb = K / kQBlock;
   auto* tmp = reinterpret_cast<float*>(thread + p.gather_off);
-  std::memset(dst, 0, p.unit_bytes);  // lanes past N stay zero
   const int64_t j0 = panel * P, j1 = std::min(p.N, j0 + P);
+  if ((p.amode == AMode::Direct || p.amode == AMode::Convert) && p.kern->pack_f32_panel &&
+      b.nb[0] == sizeof(float) && b.nb[1] % sizeof(float) == 0) {
+    // Columns with contiguous elements: transposed 16 x 16 at a time.
+    p.kern->pack_f32_panel(reinterpret_cast<const float*>(row_ptr(b, j0, mat % b.ne[2], mat / b.ne[2])), b.nb[1] / sizeof(float),
+                           static_cast<int>(j1 - j0), K, reinterpret_cast<float*>(dst));
+    return;
+  }
+  std::memset(dst, 0, p.unit_bytes);  // lanes past N stay zero
   for (int64_t j = j0; j < j1; ++j) {
     const int64_t l = j - j0;
     const float* x = b_column(b, mat, j, tmp);

@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "loom/types.h"
@@ -349,6 +350,47 @@ void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
   }
 }
 
+// ---- panel packing ----------------------------------------------------------------
+
+// r[0..15] (16 values of 16 columns) -> r[k] = element k of every column.
+inline void transpose16(__m512 r[16]) {
+  __m512 a[16], b[16];
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Within 128-bit lane j, b[4i + m] = element 4j + m of columns 4i..4i+3.
+  for (int i = 0; i < 4; ++i) {
+    b[4 * i + 0] = _mm512_shuffle_ps(a[4 * i], a[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    b[4 * i + 1] = _mm512_shuffle_ps(a[4 * i], a[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    b[4 * i + 2] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    b[4 * i + 3] = _mm512_shuffle_ps(a[4 * i + 1], a[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // Element 4j + m of all 16 columns: lane j of b[m], b[4 + m], b[8 + m], b[12 + m].
+  for (int m = 0; m < 4; ++m) {
+    const __m512 t0 = _mm512_shuffle_f32x4(b[m], b[4 + m], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 t1 = _mm512_shuffle_f32x4(b[m], b[4 + m], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 t2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 t3 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], _MM_SHUFFLE(3, 2, 3, 2));
+    r[m] = _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+    r[4 + m] = _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+    r[8 + m] = _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+    r[12 + m] = _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+void pack_f32_panel(const float* col0, size_t col_stride, int ncols, int64_t k, float* out) {
+  for (int64_t i = 0; i < k; i += 16) {
+    const int64_t n = std::min<int64_t>(16, k - i);
+    const __mmask16 m = n == 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+    __m512 r[16];
+    for (int l = 0; l < 16; ++l)
+      r[l] = l < ncols ? _mm512_maskz_loadu_ps(m, col0 + l * col_stride + i) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t kk = 0; kk < n; ++kk) _mm512_storeu_ps(out + (i + kk) * kP, r[kk]);
+  }
+}
+
 // ---- micro-kernels ---------------------------------------------------------------
 
 template <int MR, int NV>
@@ -469,6 +511,7 @@ MulMatKernels make_table() {
   t.rows_q8 = kRowsQ8;
   t.gemm_f32 = gemm_f32;
   t.gemm_q8 = gemm_q8;
+  t.pack_f32_panel = pack_f32_panel;
   t.expand_q8_0 = expand_q8_0;
   t.expand_q4_0 = expand_q4_0;
   return t;

@@ -74,6 +74,10 @@ using GemmBf16Fn = void (*)(int mr, const uint16_t* a, int64_t lda, const uint16
 using GemmQ8Fn = void (*)(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv,
                           float* c);
 
+// out[k][l] = col0[l * col_stride + k] for l < ncols (<= P), 0 for ncols <= l < P:
+// one f32 gemm panel from b columns with contiguous elements.
+using PackF32PanelFn = void (*)(const float* col0, size_t col_stride, int ncols, int64_t k, float* out);
+
 struct MulMatKernels {
   Isa isa = Isa::Scalar;
   QuantizeRowFn quantize_row = nullptr;
@@ -90,6 +94,7 @@ struct MulMatKernels {
   GemmF32Fn gemm_f32 = nullptr;
   GemmBf16Fn gemm_bf16 = nullptr;  // null: BF16 converts to f32
   GemmQ8Fn gemm_q8 = nullptr;
+  PackF32PanelFn pack_f32_panel = nullptr;  // null: packed element by element
   ExpandFn expand_q8_0 = nullptr;
   ExpandFn expand_q4_0 = nullptr;
 };
