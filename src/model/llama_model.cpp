@@ -149,6 +149,17 @@ bool device_runs(Device& device, const Tensor& w, Op use) {
   return device.supports_op(*node) && device.supports_buffer_type(device.default_buffer_type());
 }
 
+// A buffer type of `device` beyond plain memory (CPU_Repack) that wants `w`
+// as src0 of its mul_mats (BufferType::supports_op), or null.
+BufferType* weight_layout_type(Device& device, const Tensor& w) {
+  Context ctx;
+  Tensor* wm = ctx.new_tensor(w.type, std::span<const int64_t>(w.ne.data(), 4));
+  Tensor* node = mul_mat(ctx, wm, ctx.new_tensor(DType::F32, {w.ne[0], 1}));
+  for (BufferType* bt : device.buffer_types())
+    if (!bt->is_host() && device.supports_buffer_type(*bt) && bt->supports_op(*node)) return bt;
+  return nullptr;
+}
+
 }  // namespace
 
 BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
@@ -173,6 +184,10 @@ BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op us
     fallback = fmt::format("{} cannot run {} with {} weights", device->name(), op_name(use), type_name(w.type));
     device = &cpu;
   }
+  // Matrices the CPU multiplies faster in its own layout are copied there
+  // (CPU_Repack); -ot NAME=CPU_Mapped keeps one in the mapping instead.
+  if (device == &cpu && use == Op::MulMat)
+    if (BufferType* bt = weight_layout_type(cpu, w)) return *bt;
   if (device == &cpu && file_->mapped() && file_->alignment() % 32 == 0)
     return *reg.find_buffer_type("CPU_Mapped");
   return device->default_buffer_type();
