@@ -122,8 +122,11 @@ void CpuBackend::compute(Graph& graph) {
     counters_[i].next.store(0, std::memory_order_relaxed);
     counters_[i].done.store(0, std::memory_order_relaxed);
   }
+  if (thread_tags_.size() != static_cast<size_t>(nth)) thread_tags_.assign(nth, ThreadTag{});
+  const uint64_t first_serial = serial_ + 1;
+  serial_ += steps_.size();
   ErrorSink errors;
-  pool_->run([&](int thread) { run_steps(thread, errors); });
+  pool_->run([&](int thread) { run_steps(thread, first_serial, errors); });
   if (errors.failed()) throw Error(errors.message());
 }
 
@@ -131,13 +134,15 @@ void CpuBackend::compute(Graph& graph) {
 // then waits for the step's last task before going on. A thread that is
 // descheduled (more threads than free cores) holds up the others only while
 // it holds a task: the running threads take the rest of its share.
-void CpuBackend::run_steps(int thread, ErrorSink& errors) {
+void CpuBackend::run_steps(int thread, uint64_t first_serial, ErrorSink& errors) {
   const int nth = pool_->size();
   ComputeParams p{0, 1, thread, nth, work_.data(), work_.size(), &errors};
+  p.thread_tag = &thread_tags_[thread].value;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& step = steps_[i];
     StepCounters& c = counters_[i];
     p.nth = step.n_tasks;
+    p.serial = first_serial + i;
     for (int t = c.next.fetch_add(1, std::memory_order_relaxed); t < step.n_tasks;
          t = c.next.fetch_add(1, std::memory_order_relaxed)) {
       p.ith = t;

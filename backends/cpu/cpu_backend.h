@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
     std::atomic<int> next{0};
     alignas(64) std::atomic<int> done{0};
   };
-  void run_steps(int thread, ErrorSink& errors);
+  void run_steps(int thread, uint64_t first_serial, ErrorSink& errors);
   static constexpr int kWaitSpins = 2048;
 
   CpuDevice& device_;
@@ -67,6 +67,11 @@ class CpuBackend final : public Backend {
   std::vector<Step> steps_;
   std::unique_ptr<StepCounters[]> counters_;
   size_t counters_size_ = 0;
+  uint64_t serial_ = 0;  // ComputeParams::serial of the last step run
+  struct alignas(64) ThreadTag {
+    uint64_t value = 0;
+  };
+  std::vector<ThreadTag> thread_tags_;
 };
 
 int default_thread_count();

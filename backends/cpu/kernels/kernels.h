@@ -40,6 +40,8 @@ struct ComputeParams {
   uint8_t* wdata = nullptr;  // scratch shared by all threads of this node
   size_t wsize = 0;
   ErrorSink* errors = nullptr;
+  uint64_t serial = 0;             // unique per node phase and compute call (never 0)
+  uint64_t* thread_tag = nullptr;  // this thread's own word: a kernel may record a serial there
 };
 
 // The range [begin, end) of `n` items that thread ith of nth handles.

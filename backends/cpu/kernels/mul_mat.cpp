@@ -98,6 +98,9 @@ constexpr size_t kABlockBytes = 256 * 1024;  // prepared a rows a chunk reuses (
 // Dot path: rows per chunk, between these, aiming at kDotChunksPerThread
 // chunks per thread (fewer claims for big matrices, balance for small ones).
 constexpr int64_t kDotMinRows = 16, kDotMaxRows = 128, kDotChunksPerThread = 16;
+// Dot path: b of at most this many elements is packed by every thread for
+// itself (see Plan::private_b); above it, once in phase 0.
+constexpr int64_t kPrivateBElements = 8192;
 // Phase 0 tasks per thread (packing is short; a few tasks balance it).
 constexpr int64_t kPackTasksPerThread = 4;
 
@@ -132,6 +135,10 @@ struct Plan {
   int64_t row_block = 0, col_block = 0;
   // per-thread scratch
   size_t gather_off = 0, qtmp_off = 0, ablock_off = 0, ctile_off = 0, arow_off = 0, thread_bytes = 0;
+  // Small b on the dot path: each thread packs its own copy in its first
+  // chunk (no phase 0, so no wait between packing and multiplying).
+  bool private_b = false;
+  size_t private_off = 0;
   bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or dot16
   int c_offset = 0;  // C of the kind (see vec.h)
 
@@ -139,7 +146,7 @@ struct Plan {
   int64_t n_col_blocks() const { return gemm ? (N + col_block - 1) / col_block : 1; }
   int64_t n_chunks() const { return n_mat * n_row_blocks() * n_col_blocks(); }
   size_t total_bytes(int nth) const {
-    return kAlign /* alignment */ + kAlign /* counter */ + n_mat * mat_bytes + nth * thread_bytes;
+    return kAlign /* alignment */ + kAlign /* spare */ + (private_b ? 0 : n_mat * mat_bytes) + nth * thread_bytes;
   }
 };
 
@@ -177,6 +184,11 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
                                       kDotMaxRows);
     p.col_block = p.N;
     p.ablock_off = p.ctile_off = off;
+    p.private_b = p.n_mat * p.N * p.K <= kPrivateBElements;
+    if (p.private_b) {
+      p.private_off = off = align_up(off);
+      off += p.n_mat * p.mat_bytes;
+    }
     p.thread_bytes = align_up(off);
     return p;
   }
@@ -230,7 +242,7 @@ Scratch scratch_of(const ComputeParams& params, const Plan& p) {
   auto base = reinterpret_cast<uintptr_t>(params.wdata);
   base = (base + kAlign - 1) & ~(kAlign - 1);
   auto* bytes = reinterpret_cast<uint8_t*>(base);
-  return {bytes + kAlign, bytes + kAlign + p.n_mat * p.mat_bytes};
+  return {bytes + kAlign, bytes + kAlign + (p.private_b ? 0 : p.n_mat * p.mat_bytes)};
 }
 
 // b column j of matrix `mat` as contiguous floats (a pointer into b when it
@@ -341,6 +353,18 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
     }
     return;
   }
+  if (p.kind == WKind::F16 && p.kern->dot16_f16) {
+    // Short F16 rows (attention's K cache) 16 at a time: one reduction each.
+    alignas(64) float out[16];
+    for (; r0 + 16 <= r1; r0 += 16) {
+      const auto* ar = reinterpret_cast<const uint8_t*>(a_row(a, b, mat, r0));
+      for (int64_t j = 0; j < p.N; ++j) {
+        p.kern->dot16_f16(p.K, ar, a.nb[1], reinterpret_cast<const float*>(bmat + j * p.unit_bytes), out);
+        char* col = dst_column(dst, mat, j) + r0 * dst.nb[0];
+        for (int r = 0; r < 16; ++r) *reinterpret_cast<float*>(col + r * dst.nb[0]) = out[r];
+      }
+    }
+  }
   for (int64_t i = r0; i < r1; ++i) {
     const char* ar = p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i);
     for (int64_t j = 0; j < p.N; ++j)
@@ -418,7 +442,7 @@ size_t mul_mat_work_size(const Tensor& dst, int n_threads) {
 
 int64_t mul_mat_tasks(const Tensor& dst, int phase, int n_threads) {
   const Plan p = make_plan(dst, mul_mat_kernels(mul_mat_isa()), n_threads);
-  if (phase == 0) return std::min<int64_t>(p.n_mat * p.n_units, kPackTasksPerThread * n_threads);
+  if (phase == 0) return p.private_b ? 0 : std::min<int64_t>(p.n_mat * p.n_units, kPackTasksPerThread * n_threads);
   return p.n_chunks();
 }
 
@@ -445,14 +469,24 @@ void compute_mul_mat(const ComputeParams& params, Tensor& dst, int phase) {
     return;
   }
 
+  const uint8_t* packed = s.packed;
+  if (p.private_b) {
+    uint8_t* own = thread + p.private_off;
+    if (*params.thread_tag != params.serial) {  // this thread's first chunk of the node
+      for (int64_t u = 0; u < p.n_mat * p.n_units; ++u)
+        pack_dot_column(p, b, u / p.n_units, u % p.n_units, own + u * p.unit_bytes, thread);
+      *params.thread_tag = params.serial;
+    }
+    packed = own;
+  }
   const int64_t nrb = p.n_row_blocks(), ncb = p.n_col_blocks(), ch = params.ith;
   const int64_t mat = ch / (nrb * ncb), rb = ch / ncb % nrb, cb = ch % ncb;
   const int64_t r0 = rb * p.row_block, r1 = std::min(p.M, r0 + p.row_block);
   if (p.gemm) {
     const int64_t c0 = cb * p.col_block, c1 = std::min(p.N, c0 + p.col_block);
-    gemm_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1, c0, c1);
+    gemm_chunk(p, a, b, dst, packed, thread, mat, r0, r1, c0, c1);
   } else {
-    dot_chunk(p, a, b, dst, s.packed, thread, mat, r0, r1);
+    dot_chunk(p, a, b, dst, packed, thread, mat, r0, r1);
   }
 }
 

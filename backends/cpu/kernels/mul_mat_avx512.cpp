@@ -391,6 +391,25 @@ void pack_f32_panel(const float* col0, size_t col_stride, int ncols, int64_t k, 
   }
 }
 
+// 16 rows' partial sums, transposed, add up to one vector of 16 dots.
+void dot16_f16(int64_t k, const uint8_t* a, size_t lda, const float* b, float* out) {
+  __m512 acc[16];
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 16) {
+    const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (k - i)) - 1);
+    const __m512 bv = _mm512_maskz_loadu_ps(m, b + i);
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      const auto* row = reinterpret_cast<const uint16_t*>(a + r * lda);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + i)), bv, acc[r]);
+    }
+  }
+  transpose16(acc);
+  __m512 sum = acc[0];
+  for (int r = 1; r < 16; ++r) sum = _mm512_add_ps(sum, acc[r]);
+  _mm512_storeu_ps(out, sum);
+}
+
 // ---- micro-kernels ---------------------------------------------------------------
 
 template <int MR, int NV>
@@ -512,6 +531,7 @@ MulMatKernels make_table() {
   t.gemm_f32 = gemm_f32;
   t.gemm_q8 = gemm_q8;
   t.pack_f32_panel = pack_f32_panel;
+  t.dot16_f16 = dot16_f16;
   t.expand_q8_0 = expand_q8_0;
   t.expand_q4_0 = expand_q4_0;
   return t;

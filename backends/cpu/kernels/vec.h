@@ -56,6 +56,9 @@ using DotFn = void (*)(int64_t k, const void* a_row, const void* b_row, float* o
 inline constexpr int kGemm16Cols = 8;
 using Gemm16Fn = void (*)(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols,
                           float* out);
+// out[r] = dot(a row r, b) for 16 F16 rows lda bytes apart and an f32 b
+// column (short rows, e.g. attention's K cache: one reduction for 16 rows).
+using Dot16F16Fn = void (*)(int64_t k, const uint8_t* a, size_t lda, const float* b, float* out);
 // Converts a row of F16 / BF16 to f32.
 using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
 // Expands a quantized a row into one byte per element (in the encoding the
@@ -82,6 +85,7 @@ struct MulMatKernels {
   Isa isa = Isa::Scalar;
   QuantizeRowFn quantize_row = nullptr;
   std::array<DotFn, kWKinds> dot{};  // b row format: f32 for float kinds, q8 row for quantized
+  Dot16F16Fn dot16_f16 = nullptr;  // null: one dot per row
   std::array<Gemm16Fn, kWKinds> gemm16{};  // interleaved Q8_0 / Q4_0 rows (null: unpack rows instead)
   ToF32Fn f16_to_f32 = nullptr;
   ToF32Fn bf16_to_f32 = nullptr;
