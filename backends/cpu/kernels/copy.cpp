@@ -1,5 +1,6 @@
 // Data-movement kernels: get_rows, set_rows, cpy/cont (with type
 // conversion), concat.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -102,6 +103,24 @@ void compute_cpy(const ComputeParams& p, Tensor& dst) {
   if (src.ne[0] == dst.ne[0]) {  // rows line up: convert row by row
     const bool raw = src.type == dst.type && src.has_contiguous_rows() && dst.has_contiguous_rows();
     const Range rows = split_range(dst.nrows(), p.ith, p.nth);
+    if (src.type == dst.type && src_el == 2 && src.ne == dst.ne && src.nb[1] == 2 && src.nb[0] != 2 &&
+        dst.nb[0] == 2) {
+      // A transpose (the V cache viewed slot-minor): consecutive rows read
+      // neighbouring elements, so copy up to 16 rows per pass over the
+      // elements and each source cache line is read once.
+      for (int64_t r = rows.begin; r < rows.end;) {
+        const int64_t d1 = r % dst.ne[1], d2 = r / dst.ne[1] % dst.ne[2], d3 = r / (dst.ne[1] * dst.ne[2]);
+        const int64_t n = std::min({int64_t{16}, rows.end - r, dst.ne[1] - d1});
+        const char* in = row_ptr(src, d1, d2, d3);
+        char* out = row_ptr(dst, d1, d2, d3);
+        for (int64_t i = 0; i < dst.ne[0]; ++i) {
+          const auto* s16 = reinterpret_cast<const uint16_t*>(in + i * src.nb[0]);
+          for (int64_t t = 0; t < n; ++t) reinterpret_cast<uint16_t*>(out + t * dst.nb[1])[i] = s16[t];
+        }
+        r += n;
+      }
+      return;
+    }
     std::vector<float> tmp(raw ? 0 : dst.ne[0]);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
       const int64_t s1 = r % src.ne[1], s2 = r / src.ne[1] % src.ne[2], s3 = r / (src.ne[1] * src.ne[2]);
