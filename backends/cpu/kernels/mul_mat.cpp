@@ -180,8 +180,16 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
     p.n_units = p.N;
     p.unit_bytes = is_quant(p.kind) ? q8_row : row_f32;
     p.mat_bytes = p.N * p.unit_bytes;
-    p.row_block = std::clamp<int64_t>(p.M / (kDotChunksPerThread * nth) / kDotMinRows * kDotMinRows, kDotMinRows,
-                                      kDotMaxRows);
+    if (p.n_mat == 1) {
+      p.row_block = std::clamp<int64_t>(p.M / (kDotChunksPerThread * nth) / kDotMinRows * kDotMinRows, kDotMinRows,
+                                        kDotMaxRows);
+    } else {
+      // Many small matrices (attention heads): the chunk count is shared
+      // among them, so a head is one chunk or a few, not dozens of tiny ones.
+      const int64_t per_mat = std::max<int64_t>(1, (kDotChunksPerThread * nth + p.n_mat - 1) / p.n_mat);
+      const int64_t rows = (p.M + per_mat - 1) / per_mat;
+      p.row_block = std::max(kDotMinRows, (rows + kDotMinRows - 1) / kDotMinRows * kDotMinRows);
+    }
     p.col_block = p.N;
     p.ablock_off = p.ctile_off = off;
     p.private_b = p.n_mat * p.N * p.K <= kPrivateBElements;
