@@ -64,7 +64,8 @@ async function llamaRun(path, t) {
   if (t.d) await side.sequence.evaluateWithoutGeneratingNewTokens(randomTokens(t.d, side.vocab));
   const prompt = randomTokens(t.p, side.vocab), gen = randomTokens(t.n, side.vocab);
   const t0 = now();
-  if (t.p) await decode(side, prompt);
+  // The prompt as llama-bench runs it: one batch, no sampling step.
+  if (t.p) await side.sequence.evaluateWithoutGeneratingNewTokens(prompt);
   for (const token of gen) await decode(side, [token]);
   return Number(now() - t0);
 }

@@ -55,24 +55,4 @@ void ThreadPool::worker(int ith) {
   }
 }
 
-void ThreadPool::barrier() {
-  if (n_threads_ == 1) return;
-  const uint32_t phase = barrier_phase_.load(std::memory_order_relaxed);
-  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
-    barrier_count_.store(0, std::memory_order_relaxed);
-    barrier_phase_.store(phase + 1, std::memory_order_release);
-    barrier_phase_.notify_all();
-    return;
-  }
-  // Spin briefly: nodes are short and the others usually arrive within
-  // microseconds. Then sleep on the phase (a futex), so that a thread whose
-  // peer was descheduled (more threads than free cores) gives its core back
-  // instead of burning the peer's time slice.
-  for (int spins = 0; spins < kBarrierSpins; ++spins) {
-    if (barrier_phase_.load(std::memory_order_acquire) != phase) return;
-    _mm_pause();
-  }
-  while (barrier_phase_.load(std::memory_order_acquire) == phase) barrier_phase_.wait(phase, std::memory_order_acquire);
-}
-
 }  // namespace loom::cpu

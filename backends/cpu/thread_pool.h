@@ -1,8 +1,8 @@
 // A persistent pool of worker threads for the CPU backend. run(fn) executes
 // fn(ith) on every thread (the caller is thread 0) and returns when all are
-// done; inside fn, barrier() synchronizes the threads between graph nodes.
-// Idle workers sleep on a condition variable; the barrier spins briefly and
-// then sleeps on a futex (std::atomic::wait).
+// done. How threads share a graph's work is the backend's business
+// (cpu_backend.cpp: tasks that threads claim). Idle workers sleep on a
+// condition variable.
 #pragma once
 
 #include <atomic>
@@ -23,7 +23,6 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   void run(const std::function<void(int ith)>& fn);
-  void barrier();
 
  private:
   void worker(int ith);
@@ -37,9 +36,6 @@ class ThreadPool {
   bool stop_ = false;
   std::atomic<int> running_{0};
 
-  static constexpr int kBarrierSpins = 2048;
-  alignas(64) std::atomic<int> barrier_count_{0};
-  alignas(64) std::atomic<uint32_t> barrier_phase_{0};
 };
 
 }  // namespace loom::cpu
