@@ -158,7 +158,6 @@ class Session {
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return n_ctx_; }
   void reset() { n_past_ = 0; }
-  size_t kv_cache_bytes() const;
   // KV cache bytes per buffer type name.
   std::vector<std::pair<std::string, size_t>> kv_cache_bytes_by_buffer_type() const;
   // The scheduler's report of the last graph run (splits, copies, compute buffers).

@@ -133,28 +133,28 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const Load
 
 namespace {
 
+// A scratch node that uses `w` the way the graph does (src0 of mul_mat or
+// get_rows, operand of mul) with `batch` activation rows; nothing allocated.
+Tensor* usage_node(Context& ctx, const Tensor& w, Op use, int64_t batch) {
+  Tensor* wm = ctx.new_tensor(w.type, std::span<const int64_t>(w.ne.data(), 4));
+  if (use == Op::MulMat) return mul_mat(ctx, wm, ctx.new_tensor(DType::F32, {w.ne[0], batch}));
+  if (use == Op::GetRows) return get_rows(ctx, wm, ctx.new_tensor(DType::I32, {batch}));
+  return mul(ctx, ctx.new_tensor(DType::F32, {w.ne[0], batch}), wm);
+}
+
 // Whether `device` can run the op a weight is used in, with a batch-sized
 // activation (the prompt case), asked before anything is allocated.
 bool device_runs(Device& device, const Tensor& w, Op use) {
   Context ctx;
-  Tensor* wm = ctx.new_tensor(w.type, std::span<const int64_t>(w.ne.data(), 4));
-  Tensor* node = nullptr;
-  if (use == Op::MulMat) {
-    node = mul_mat(ctx, wm, ctx.new_tensor(DType::F32, {w.ne[0], 512}));
-  } else if (use == Op::GetRows) {
-    node = get_rows(ctx, wm, ctx.new_tensor(DType::I32, {512}));
-  } else {
-    node = mul(ctx, ctx.new_tensor(DType::F32, {w.ne[0], 512}), wm);
-  }
-  return device.supports_op(*node) && device.supports_buffer_type(device.default_buffer_type());
+  return device.supports_op(*usage_node(ctx, w, use, 512)) &&
+         device.supports_buffer_type(device.default_buffer_type());
 }
 
 // A buffer type of `device` beyond plain memory (CPU_Repack) that wants `w`
 // as src0 of its mul_mats (BufferType::supports_op), or null.
 BufferType* weight_layout_type(Device& device, const Tensor& w) {
   Context ctx;
-  Tensor* wm = ctx.new_tensor(w.type, std::span<const int64_t>(w.ne.data(), 4));
-  Tensor* node = mul_mat(ctx, wm, ctx.new_tensor(DType::F32, {w.ne[0], 1}));
+  const Tensor* node = usage_node(ctx, w, Op::MulMat, 1);
   for (BufferType* bt : device.buffer_types())
     if (!bt->is_host() && device.supports_buffer_type(*bt) && bt->supports_op(*node)) return bt;
   return nullptr;

@@ -8,7 +8,6 @@
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
-#include "loom/graph_alloc.h"
 
 namespace loom {
 
@@ -68,12 +67,6 @@ Session::Session(const LlamaModel& model, const SessionOptions& options) : model
 }
 
 Session::~Session() = default;
-
-size_t Session::kv_cache_bytes() const {
-  size_t total = 0;
-  for (const auto& b : cache_buffers_) total += b->size();
-  return total;
-}
 
 std::vector<std::pair<std::string, size_t>> Session::kv_cache_bytes_by_buffer_type() const {
   std::vector<std::pair<std::string, size_t>> out;
