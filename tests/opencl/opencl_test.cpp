@@ -15,19 +15,12 @@
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
+#include "test_devices.h"
 
 namespace loom {
 namespace {
 
-Device* opencl(int i) { return Registry::get().find("OpenCL" + std::to_string(i)); }
-
-#define REQUIRE_OPENCL(n)                                                                                     \
-  do {                                                                                                        \
-    for (int i_ = 0; i_ < (n); ++i_)                                                                          \
-      if (!opencl(i_))                                                                                        \
-        GTEST_SKIP() << "OpenCL" << i_ << " is not registered (no OpenCL platform, or fewer devices; with PoCL " \
-                     << "set POCL_DEVICES=\"pthread pthread\")";                                              \
-  } while (0)
+using test::opencl;
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
