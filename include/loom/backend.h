@@ -169,6 +169,10 @@ class Device {
   virtual BufferType* host_buffer_type() { return nullptr; }
   // Wraps memory the buffer does not own (e.g. an mmap) (default: unsupported, throws).
   virtual std::shared_ptr<Buffer> buffer_from_host_ptr(void* ptr, size_t size);
+  // The buffer type of buffer_from_host_ptr's buffers (CPU_Mapped), so that a
+  // loader can choose it before wrapping anything; non-null exactly when
+  // caps().buffer_from_host_ptr (default: null).
+  virtual BufferType* host_ptr_buffer_type() { return nullptr; }
 
   // Whether this device can compute `node` with its operands where they are.
   virtual bool supports_op(const Tensor& node) const = 0;
@@ -193,5 +197,9 @@ void tensor_copy(const Tensor& src, Tensor& dst);
 // Reads a whole tensor as float / writes floats into it (converting types).
 std::vector<float> tensor_to_floats(const Tensor& t);
 void tensor_from_floats(Tensor& t, const std::vector<float>& values);
+
+// The buffer type named `name` (case-insensitive) among the buffer types and
+// host buffer types of `devices`, or null.
+BufferType* find_buffer_type(const std::vector<Device*>& devices, std::string_view name);
 
 }  // namespace loom

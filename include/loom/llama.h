@@ -76,7 +76,14 @@ struct WeightPlacement {
 
 class LlamaModel {
  public:
-  static std::unique_ptr<LlamaModel> load(const std::string& path, const LoadOptions& options = {});
+  // Loads a model onto `devices` (in priority order; the CLI passes
+  // Registry::get().devices()). One of them must be of type CPU: the host,
+  // which holds the embedding, the layers not offloaded and every fallback;
+  // the non-CPU ones are the offload devices (see placement.h). Throws
+  // loom::Error when there is no CPU device, PlacementError for placement
+  // options that do not fit the model or the devices.
+  static std::unique_ptr<LlamaModel> load(const std::string& path, const std::vector<Device*>& devices,
+                                          const LoadOptions& options = {});
   ~LlamaModel();
 
   const LlamaHParams& hparams() const { return hparams_; }
@@ -92,7 +99,7 @@ class LlamaModel {
 
   // Placement: the device of each layer (KV cache and attention run there),
   // the devices holding any weight, and row-split parts of a matrix (empty
-  // unless -sm row split it).
+  // unless SplitMode::Row split it).
   Device& layer_device(int64_t layer) const { return *plan_.layer_device[layer]; }
   const std::vector<Device*>& devices() const { return devices_; }
   const std::vector<Tensor*>& row_parts(const Tensor* w) const;
@@ -121,6 +128,8 @@ class LlamaModel {
   };
 
   std::unique_ptr<gguf::File> file_;
+  std::vector<Device*> given_devices_;  // what load() may use
+  Device* cpu_ = nullptr;               // the host device among them
   std::unique_ptr<Tokenizer> tokenizer_;
   LlamaHParams hparams_;
   Context ctx_;

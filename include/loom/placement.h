@@ -1,19 +1,25 @@
-// Where a model's layers and weights go, from llama.cpp's flags:
-//   -ngl N   the last N layers go to the offload devices (every non-CPU
-//            device); N > n_layer also moves the output layer
-//   -sm      none: every offloaded layer on the main device (-mg);
-//            layer: layers spread over the devices by -ts proportions;
-//            row: each offloaded matrix's rows split over the devices by -ts
-//   -ts 3,1  proportions per offload device (default: by free memory)
-//   -mg I    main device index among the offload devices
-//   -ot RE=BUFTYPE  weights whose name matches RE go to that buffer type
+// Where a model's layers and weights go (the options of llama.cpp's -ngl,
+// -sm, -ts, -mg and -ot; the CLI parses those flags, see tools/loom):
+//   n_gpu_layers  the last N layers go to the offload devices (every non-CPU
+//                 device given); N > n_layer also moves the output layer
+//   split_mode    none: every offloaded layer on the main device;
+//                 layer: layers spread over the devices by the proportions;
+//                 row: each offloaded matrix's rows split over the devices
+//   tensor_split  proportions per offload device (empty: by free memory)
+//   main_gpu      main device index among the offload devices
+//   overrides     weights whose name matches a pattern go to a buffer type
 // The token embedding stays on the CPU, as in llama.cpp (get_rows there).
+//
+// Placement works on the devices its caller gives, in priority order; the
+// first device of type CPU among them is the host (embedding, layers not
+// offloaded, fallback), and every other non-CPU device is an offload device.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "loom/backend.h"
+#include "loom/error.h"
 
 namespace loom {
 
@@ -32,22 +38,36 @@ struct PlacementOptions {
   std::vector<TensorOverride> overrides;
 };
 
-SplitMode parse_split_mode(const std::string& s);       // none | layer | row
-std::vector<float> parse_tensor_split(const std::string& s);  // "3,1"
-TensorOverride parse_override(const std::string& s);    // "blk\\.1\\.=CPU"
+// The PlacementOptions member a PlacementError is about, so that a front end
+// can name its own flag for it.
+enum class PlacementField { NGpuLayers, TensorSplit, MainGpu, Overrides };
 
-// Every registered non-CPU device, in registry order.
-std::vector<Device*> offload_devices();
+// A placement option that does not fit the model or the devices given.
+class PlacementError : public Error {
+ public:
+  PlacementError(PlacementField field, const std::string& what) : Error(what), field_(field) {}
+  PlacementField field() const { return field_; }
+
+ private:
+  PlacementField field_;
+};
+
+// The host device among `devices`: the first of type CPU. Throws loom::Error
+// naming the devices given when there is none.
+Device& host_device(const std::vector<Device*>& devices);
+// Every non-CPU device of `devices`, in their order.
+std::vector<Device*> offload_devices(const std::vector<Device*>& devices);
 
 struct LayerPlan {
-  std::vector<Device*> layer_device;  // per layer; the CPU device when not offloaded
+  std::vector<Device*> layer_device;  // per layer; the host device when not offloaded
   Device* output_device = nullptr;
   // Row mode: the devices sharing each offloaded matrix and their fractions.
   std::vector<Device*> row_devices;
   std::vector<float> row_fractions;
 };
 
-// Throws loom::Error for a -mg or -ts that does not fit the devices present.
-LayerPlan plan_layers(int64_t n_layer, const PlacementOptions& options);
+// Throws PlacementError for a main device index or tensor split proportions
+// that do not fit the offload devices among `devices`.
+LayerPlan plan_layers(int64_t n_layer, const std::vector<Device*>& devices, const PlacementOptions& options);
 
 }  // namespace loom

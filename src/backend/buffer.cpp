@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 
 #include "loom/backend.h"
 #include "loom/error.h"
@@ -87,6 +88,20 @@ void Backend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_
 
 std::shared_ptr<Buffer> Device::buffer_from_host_ptr(void*, size_t size) {
   fail("device {} cannot wrap {} bytes of host memory in a buffer", name(), size);
+}
+
+BufferType* find_buffer_type(const std::vector<Device*>& devices, std::string_view name) {
+  const auto named = [name](const BufferType* bt) {
+    return bt && std::equal(name.begin(), name.end(), bt->name().begin(), bt->name().end(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  for (Device* d : devices) {
+    for (BufferType* bt : d->buffer_types())
+      if (named(bt)) return bt;
+    if (BufferType* host = d->host_buffer_type(); named(host)) return host;
+  }
+  return nullptr;
 }
 
 }  // namespace loom

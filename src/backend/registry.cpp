@@ -153,14 +153,7 @@ Device& Registry::cpu() const {
   return *d;
 }
 
-BufferType* Registry::find_buffer_type(std::string_view name) const {
-  for (Device* d : devices_) {
-    for (BufferType* bt : d->buffer_types())
-      if (iequals(bt->name(), name)) return bt;
-    if (BufferType* host = d->host_buffer_type(); host && iequals(host->name(), name)) return host;
-  }
-  return nullptr;
-}
+BufferType* Registry::find_buffer_type(std::string_view name) const { return loom::find_buffer_type(devices_, name); }
 
 std::vector<Registry::FamilyInfo> Registry::families() const {
   std::vector<FamilyInfo> out;

@@ -9,7 +9,6 @@
 #include "loom/llama.h"
 #include "loom/log.h"
 #include "loom/ops.h"
-#include "loom/registry.h"
 #include "loom/tensor_alloc.h"
 #include "loom/tokenizer.h"
 
@@ -95,9 +94,12 @@ Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_
   return t;
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const LoadOptions& options) {
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const std::vector<Device*>& devices,
+                                             const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->given_devices_ = devices;
+  m->cpu_ = &host_device(devices);
   m->file_ = gguf::File::open(path, options.use_mmap);
   m->hparams_ = LlamaHParams::from_gguf(*m->file_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
@@ -164,19 +166,20 @@ BufferType* weight_layout_type(Device& device, const Tensor& w) {
 
 BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
                                            std::string& fallback) const {
-  Registry& reg = Registry::get();
   for (const TensorOverride& ov : o.placement.overrides) {
     if (!std::regex_search(w.name, std::regex(ov.pattern))) continue;
-    BufferType* bt = reg.find_buffer_type(ov.buffer_type);
+    BufferType* bt = find_buffer_type(given_devices_, ov.buffer_type);
     if (!bt) {
       std::string names;
-      for (Device* d : reg.devices())
+      for (Device* d : given_devices_)
         for (BufferType* t : d->buffer_types()) names += (names.empty() ? "" : ", ") + std::string(t->name());
-      fail("-ot {}={}: no buffer type named '{}' (available: {})", ov.pattern, ov.buffer_type, ov.buffer_type, names);
+      throw PlacementError(PlacementField::Overrides,
+                           fmt::format("tensor override '{}={}': no buffer type named '{}' (available: {})",
+                                       ov.pattern, ov.buffer_type, ov.buffer_type, names));
     }
     return *bt;
   }
-  Device& cpu = reg.cpu();
+  Device& cpu = *cpu_;
   Device* device = layer < 0                  ? &cpu
                    : layer >= hparams_.n_layer ? plan_.output_device
                                                : plan_.layer_device[layer];
@@ -185,24 +188,25 @@ BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op us
     device = &cpu;
   }
   // Matrices the CPU multiplies faster in its own layout are copied there
-  // (CPU_Repack); -ot NAME=CPU_Mapped keeps one in the mapping instead.
+  // (CPU_Repack); an override to CPU_Mapped keeps one in the mapping instead.
   if (device == &cpu && use == Op::MulMat)
     if (BufferType* bt = weight_layout_type(cpu, w)) return *bt;
   if (device == &cpu && file_->mapped() && file_->alignment() % 32 == 0)
-    return *reg.find_buffer_type("CPU_Mapped");
+    if (BufferType* mapped = cpu.host_ptr_buffer_type()) return *mapped;
   return device->default_buffer_type();
 }
 
 void LlamaModel::place_weights(const LoadOptions& options) {
   const LlamaHParams& h = hparams_;
-  plan_ = plan_layers(h.n_layer, options.placement);
-  Registry& reg = Registry::get();
-  Device& cpu = reg.cpu();
+  plan_ = plan_layers(h.n_layer, given_devices_, options.placement);
+  Device& cpu = *cpu_;
   for (const TensorOverride& ov : options.placement.overrides) {
     try {
       std::regex check(ov.pattern);
     } catch (const std::regex_error& e) {
-      fail("-ot {}={}: the pattern is not a valid regular expression ({})", ov.pattern, ov.buffer_type, e.what());
+      throw PlacementError(PlacementField::Overrides,
+                           fmt::format("tensor override '{}={}': the pattern is not a valid regular expression ({})",
+                                       ov.pattern, ov.buffer_type, e.what()));
     }
   }
   const bool row = options.placement.split_mode == SplitMode::Row && !plan_.row_devices.empty();
@@ -281,8 +285,7 @@ void LlamaModel::place_weights(const LoadOptions& options) {
 
 void LlamaModel::upload(const LoadOptions& options) {
   ProgressBar bar(options.progress);
-  Registry& reg = Registry::get();
-  BufferType* mapped = reg.find_buffer_type("CPU_Mapped");
+  BufferType* mapped = cpu_->host_ptr_buffer_type();
   // Mapped weights stay in the page cache: one CPU_Mapped buffer over the file.
   std::shared_ptr<Buffer> map_buffer;
   std::vector<std::pair<BufferType*, std::vector<Tensor*>>> groups;
@@ -290,7 +293,7 @@ void LlamaModel::upload(const LoadOptions& options) {
     if (!w.type) continue;
     if (w.type == mapped) {
       if (!map_buffer) {
-        map_buffer = reg.cpu().buffer_from_host_ptr(const_cast<uint8_t*>(file_->map_base()), file_->file_size());
+        map_buffer = cpu_->buffer_from_host_ptr(const_cast<uint8_t*>(file_->map_base()), file_->file_size());
         map_buffer->set_usage(BufferUsage::Weights);
         buffers_.push_back(map_buffer);
       }

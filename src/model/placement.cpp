@@ -2,71 +2,65 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
 
-#include "loom/error.h"
-#include "loom/registry.h"
+#include <fmt/ranges.h>
 
 namespace loom {
+namespace {
 
-SplitMode parse_split_mode(const std::string& s) {
-  if (s == "none") return SplitMode::None;
-  if (s == "layer") return SplitMode::Layer;
-  if (s == "row") return SplitMode::Row;
-  fail("-sm: unknown split mode '{}' (none, layer, row)", s);
+// Throws a PlacementError about `field` with a fmt-style message.
+template <class... Args>
+[[noreturn]] void refuse(PlacementField field, fmt::format_string<Args...> format, Args&&... args) {
+  throw PlacementError(field, fmt::format(format, std::forward<Args>(args)...));
 }
 
-std::vector<float> parse_tensor_split(const std::string& s) {
-  std::vector<float> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const float v = std::stof(item, &used);
-      if (used != item.size() || v < 0) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      fail("-ts: '{}' is not a non-negative number (in '{}')", item, s);
-    }
+}  // namespace
+
+Device& host_device(const std::vector<Device*>& devices) {
+  std::string names;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (!devices[i]) fail("device {} of the {} given is null", i, devices.size());
+    if (devices[i]->type() == DeviceType::CPU) return *devices[i];
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", devices[i]->name());
   }
-  if (out.empty() || std::accumulate(out.begin(), out.end(), 0.0f) <= 0.0f)
-    fail("-ts: '{}' needs at least one positive proportion", s);
-  return out;
+  fail("placement needs a CPU device among the devices given (given: {})", names.empty() ? "none" : names);
 }
 
-TensorOverride parse_override(const std::string& s) {
-  const auto eq = s.rfind('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    fail("-ot: '{}' is not PATTERN=BUFFER_TYPE", s);
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
-std::vector<Device*> offload_devices() {
+std::vector<Device*> offload_devices(const std::vector<Device*>& devices) {
   std::vector<Device*> out;
-  for (Device* d : Registry::get().devices())
-    if (d->type() != DeviceType::CPU) out.push_back(d);
+  for (Device* d : devices)
+    if (d && d->type() != DeviceType::CPU) out.push_back(d);
   return out;
 }
 
-LayerPlan plan_layers(int64_t n_layer, const PlacementOptions& o) {
-  Device& cpu = Registry::get().cpu();
+LayerPlan plan_layers(int64_t n_layer, const std::vector<Device*>& given, const PlacementOptions& o) {
+  Device& cpu = host_device(given);
   LayerPlan plan;
   plan.layer_device.assign(n_layer, &cpu);
   plan.output_device = &cpu;
-  const std::vector<Device*> devices = offload_devices();
-  if (o.n_gpu_layers < 0) fail("-ngl must not be negative, got {}", o.n_gpu_layers);
+  const std::vector<Device*> devices = offload_devices(given);
+  if (o.n_gpu_layers < 0)
+    refuse(PlacementField::NGpuLayers, "the number of offloaded layers must not be negative, got {}", o.n_gpu_layers);
   if (o.n_gpu_layers == 0) return plan;
-  if (devices.empty()) fail("-ngl {}: there is no device to offload to (only the CPU is registered)", o.n_gpu_layers);
+  if (devices.empty())
+    refuse(PlacementField::NGpuLayers, "{} layers to offload, but no device to offload to is given (only the CPU)",
+           o.n_gpu_layers);
   if (o.main_gpu < 0 || o.main_gpu >= static_cast<int>(devices.size()))
-    fail("-mg {}: there are {} offload devices (0..{})", o.main_gpu, devices.size(), devices.size() - 1);
+    refuse(PlacementField::MainGpu, "main device index {}: there are {} offload devices (0..{})", o.main_gpu,
+           devices.size(), devices.size() - 1);
+  if (!o.tensor_split.empty() &&
+      (std::any_of(o.tensor_split.begin(), o.tensor_split.end(), [](float p) { return !(p >= 0.0f); }) ||
+       std::accumulate(o.tensor_split.begin(), o.tensor_split.end(), 0.0f) <= 0.0f))
+    refuse(PlacementField::TensorSplit, "tensor split proportions {} must be non-negative, at least one positive",
+           fmt::join(o.tensor_split, ","));
   std::vector<float> split = o.tensor_split;
   if (split.empty()) {
     for (Device* d : devices) split.push_back(static_cast<float>(d->memory().free));
     if (std::accumulate(split.begin(), split.end(), 0.0f) <= 0.0f) split.assign(devices.size(), 1.0f);
   }
   if (split.size() > devices.size())
-    fail("-ts gives {} proportions but there are {} offload devices", split.size(), devices.size());
+    refuse(PlacementField::TensorSplit, "tensor split gives {} proportions but there are {} offload devices",
+           split.size(), devices.size());
   split.resize(devices.size(), 0.0f);
   const float total = std::accumulate(split.begin(), split.end(), 0.0f);
 

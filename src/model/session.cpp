@@ -6,7 +6,6 @@
 #include "loom/error.h"
 #include "loom/llama.h"
 #include "loom/ops.h"
-#include "loom/registry.h"
 #include "loom/tensor_alloc.h"
 
 namespace loom {

@@ -114,6 +114,9 @@ TEST(TensorAlloc, MappedBufferWrapsForeignMemory) {
   for (int i = 0; i < 32; ++i) storage[i] = static_cast<float>(i);
   auto buf = cpu.buffer_from_host_ptr(storage, sizeof storage);
   EXPECT_EQ(buf->type().name(), "CPU_Mapped");
+  // The capability names the type before anything is wrapped (the loader's way to it).
+  EXPECT_TRUE(cpu.caps().buffer_from_host_ptr);
+  EXPECT_EQ(cpu.host_ptr_buffer_type(), &buf->type());
   Context ctx;
   Tensor* t = ctx.new_tensor(DType::F32, {8});
   EXPECT_THROW(buf->place(*t, 16), Error);  // misaligned for the type

@@ -9,10 +9,14 @@
 #include "loom/gguf.h"
 #include "loom/llama.h"
 #include "loom/model_gen.h"
+#include "loom/registry.h"
 #include "loom/tokenizer.h"
 
 namespace loom {
 namespace {
+
+// These tests run on the CPU alone: the loader is given no other device.
+std::vector<Device*> cpu_only() { return {&Registry::get().cpu()}; }
 
 std::string temp_model(const std::string& tag) {
   return (std::filesystem::temp_directory_path() / ("loom_llama_test_" + std::to_string(::getpid()) + "_" + tag + ".gguf"))
@@ -147,7 +151,7 @@ class LlamaTest : public ::testing::Test {
 std::string* LlamaTest::path_ = nullptr;
 
 TEST_F(LlamaTest, MatchesAPlainForwardPass) {
-  auto m = LlamaModel::load(*path_);
+  auto m = LlamaModel::load(*path_, cpu_only());
   Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
   const auto logits = s.decode(tokens_, true);
   const auto ref = reference_forward(*m, tokens_);
@@ -160,7 +164,7 @@ TEST_F(LlamaTest, MatchesAPlainForwardPass) {
 }
 
 TEST_F(LlamaTest, TokenByTokenEqualsOneBatchAndMicroBatches) {
-  auto m = LlamaModel::load(*path_);
+  auto m = LlamaModel::load(*path_, cpu_only());
   Session batch(*m, {.n_ctx = 32});
   const auto all = batch.decode(tokens_);
   Session one_by_one(*m, {.n_ctx = 32});
@@ -177,8 +181,8 @@ TEST_F(LlamaTest, TokenByTokenEqualsOneBatchAndMicroBatches) {
 }
 
 TEST_F(LlamaTest, MmapAndReadGiveTheSameLogits) {
-  auto mapped = LlamaModel::load(*path_, {.use_mmap = true});
-  auto read = LlamaModel::load(*path_, {.use_mmap = false});
+  auto mapped = LlamaModel::load(*path_, cpu_only(), {.use_mmap = true});
+  auto read = LlamaModel::load(*path_, cpu_only(), {.use_mmap = false});
   EXPECT_NE(mapped->describe_buffers().find("CPU_Mapped"), std::string::npos);
   EXPECT_EQ(read->describe_buffers().find("CPU_Mapped"), std::string::npos);
   Session a(*mapped, {.n_ctx = 16}), b(*read, {.n_ctx = 16});
@@ -186,7 +190,7 @@ TEST_F(LlamaTest, MmapAndReadGiveTheSameLogits) {
 }
 
 TEST_F(LlamaTest, BadInputsAreClearErrors) {
-  auto m = LlamaModel::load(*path_);
+  auto m = LlamaModel::load(*path_, cpu_only());
   Session s(*m, {.n_ctx = 8});
   const std::vector<int32_t> too_many(9, 1);
   EXPECT_THROW(s.decode(too_many), Error);
@@ -216,7 +220,7 @@ TEST(LlamaLoad, MissingTensorAndWrongShapeNameTheTensor) {
   };
   auto expect_error = [](const std::string& path, const std::string& needle) {
     try {
-      LlamaModel::load(path);
+      LlamaModel::load(path, cpu_only());
       ADD_FAILURE() << "loaded " << path;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();

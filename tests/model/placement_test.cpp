@@ -1,5 +1,7 @@
-// Layer and weight placement (-ngl, -sm, -ts, -mg, -ot) and the same results
-// on the CPU, on OpenCL and split across CPU + two OpenCL devices.
+// Layer and weight placement (n_gpu_layers, split mode, tensor split, main
+// device, overrides) on the devices a test gives the loader, and the same
+// results on the CPU, on OpenCL and split across CPU + two OpenCL devices.
+// The CLI's flags for these options are tested in tests/tools.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,60 +12,95 @@
 #include "loom/model_gen.h"
 #include "loom/placement.h"
 #include "loom/registry.h"
+#include "test_devices.h"
 
 namespace loom {
 namespace {
 
-bool two_offload_devices() { return offload_devices().size() >= 2; }
+// Every registered device: what the CLI gives the loader.
+const std::vector<Device*>& all_devices() { return Registry::get().devices(); }
+bool two_offload_devices() { return offload_devices(all_devices()).size() >= 2; }
+
+// Runs `f`, which must throw a PlacementError about `field` whose message contains `words`.
+template <class F>
+void expect_placement_error(F f, PlacementField field, const std::string& words) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << words << "'";
+  } catch (const PlacementError& e) {
+    EXPECT_EQ(e.field(), field) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
 
 TEST(PlanLayers, NglCountsLayersFromTheEndAndThenTheOutput) {
-  if (offload_devices().empty()) GTEST_SKIP() << "no offload device (OpenCL) registered";
+  if (offload_devices(all_devices()).empty()) GTEST_SKIP() << "no offload device (OpenCL) registered";
   Device& cpu = Registry::get().cpu();
-  LayerPlan none = plan_layers(4, {});
+  LayerPlan none = plan_layers(4, all_devices(), {});
   for (Device* d : none.layer_device) EXPECT_EQ(d, &cpu);
-  LayerPlan two = plan_layers(4, {.n_gpu_layers = 2, .tensor_split = {1.0f}});
+  LayerPlan two = plan_layers(4, all_devices(), {.n_gpu_layers = 2, .tensor_split = {1.0f}});
   EXPECT_EQ(two.layer_device[1], &cpu);
   EXPECT_NE(two.layer_device[2], &cpu);
   EXPECT_NE(two.layer_device[3], &cpu);
   EXPECT_EQ(two.output_device, &cpu);
-  LayerPlan all = plan_layers(4, {.n_gpu_layers = 5, .tensor_split = {1.0f}});
+  LayerPlan all = plan_layers(4, all_devices(), {.n_gpu_layers = 5, .tensor_split = {1.0f}});
   EXPECT_NE(all.output_device, &cpu);
 }
 
 TEST(PlanLayers, TensorSplitAndMainDevice) {
   if (!two_offload_devices()) GTEST_SKIP() << "needs two offload devices (POCL_DEVICES=\"pthread pthread\")";
-  const auto devs = offload_devices();
-  LayerPlan half = plan_layers(4, {.n_gpu_layers = 4, .tensor_split = {1.0f, 1.0f}});
+  const auto devs = offload_devices(all_devices());
+  LayerPlan half = plan_layers(4, all_devices(), {.n_gpu_layers = 4, .tensor_split = {1.0f, 1.0f}});
   EXPECT_EQ(half.layer_device[0], devs[0]);
   EXPECT_EQ(half.layer_device[1], devs[0]);
   EXPECT_EQ(half.layer_device[2], devs[1]);
   EXPECT_EQ(half.layer_device[3], devs[1]);
-  LayerPlan skewed = plan_layers(4, {.n_gpu_layers = 4, .tensor_split = {1.0f, 3.0f}});
+  LayerPlan skewed = plan_layers(4, all_devices(), {.n_gpu_layers = 4, .tensor_split = {1.0f, 3.0f}});
   EXPECT_EQ(skewed.layer_device[0], devs[0]);
   EXPECT_EQ(skewed.layer_device[1], devs[1]);
-  LayerPlan none = plan_layers(4, {.n_gpu_layers = 4, .split_mode = SplitMode::None, .main_gpu = 1});
+  LayerPlan none = plan_layers(4, all_devices(), {.n_gpu_layers = 4, .split_mode = SplitMode::None, .main_gpu = 1});
   for (Device* d : none.layer_device) EXPECT_EQ(d, devs[1]);
-  LayerPlan row = plan_layers(4, {.n_gpu_layers = 4, .split_mode = SplitMode::Row, .tensor_split = {3.0f, 1.0f}});
+  LayerPlan row =
+      plan_layers(4, all_devices(), {.n_gpu_layers = 4, .split_mode = SplitMode::Row, .tensor_split = {3.0f, 1.0f}});
   ASSERT_EQ(row.row_devices.size(), 2u);
   EXPECT_FLOAT_EQ(row.row_fractions[0], 0.75f);
-  EXPECT_THROW(plan_layers(4, {.n_gpu_layers = 1, .main_gpu = 7}), Error);
-  EXPECT_THROW(plan_layers(4, {.n_gpu_layers = 1, .tensor_split = {1, 1, 1, 1, 1, 1, 1, 1, 1}}), Error);
-  EXPECT_THROW(plan_layers(4, {.n_gpu_layers = -1}), Error);
+  const auto& all = all_devices();
+  expect_placement_error([&] { plan_layers(4, all, {.n_gpu_layers = 1, .main_gpu = 7}); }, PlacementField::MainGpu,
+                         "main device index 7");
+  expect_placement_error([&] { plan_layers(4, all, {.n_gpu_layers = 1, .tensor_split = {1, 1, 1, 1, 1, 1, 1, 1, 1}}); },
+                         PlacementField::TensorSplit, "tensor split gives 9 proportions");
+  expect_placement_error([&] { plan_layers(4, all, {.n_gpu_layers = 1, .tensor_split = {1, -1}}); },
+                         PlacementField::TensorSplit, "tensor split proportions");
+  expect_placement_error([&] { plan_layers(4, all, {.n_gpu_layers = -1}); }, PlacementField::NGpuLayers,
+                         "offloaded layers must not be negative");
 }
 
-TEST(PlacementFlags, ParseErrorsNameTheFlag) {
-  EXPECT_EQ(parse_split_mode("row"), SplitMode::Row);
-  EXPECT_THROW(parse_split_mode("rows"), Error);
-  EXPECT_EQ(parse_tensor_split("3,1"), (std::vector<float>{3.0f, 1.0f}));
-  EXPECT_THROW(parse_tensor_split("3,x"), Error);
-  EXPECT_THROW(parse_tensor_split("0,0"), Error);
-  const TensorOverride o = parse_override("blk\\.1\\.ffn=CPU");
-  EXPECT_EQ(o.pattern, "blk\\.1\\.ffn");
-  EXPECT_EQ(o.buffer_type, "CPU");
-  EXPECT_THROW(parse_override("noequals"), Error);
+TEST(PlanLayers, WorksOnTheDevicesGivenAndNeedsACpu) {
+  Device& cpu = Registry::get().cpu();
+  LayerPlan plan = plan_layers(4, {&cpu}, {});
+  for (Device* d : plan.layer_device) EXPECT_EQ(d, &cpu);
+  EXPECT_EQ(plan.output_device, &cpu);
+  // OpenCL may be registered, but only the CPU is given: nothing to offload to.
+  expect_placement_error([&] { plan_layers(4, {&cpu}, {.n_gpu_layers = 2}); }, PlacementField::NGpuLayers,
+                         "no device to offload to");
+  EXPECT_THROW(plan_layers(4, {}, {}), Error);
+  if (Device* cl = test::opencl(0)) {
+    try {
+      plan_layers(4, {cl}, {});
+      ADD_FAILURE() << "planned without a CPU device";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CPU device"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("OpenCL0"), std::string::npos) << e.what();
+    }
+    // The host is the CPU wherever it is in the list; the rest are offload devices.
+    LayerPlan offloaded = plan_layers(4, {cl, &cpu}, {.n_gpu_layers = 2});
+    EXPECT_EQ(offloaded.layer_device[1], &cpu);
+    EXPECT_EQ(offloaded.layer_device[3], cl);
+  }
 }
 
-class MultiDeviceModel : public ::testing::Test {
+// A tiny model written once per suite.
+class PlacementModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     path_ = new std::string(
@@ -83,13 +120,86 @@ class MultiDeviceModel : public ::testing::Test {
     std::filesystem::remove(*path_);
     delete path_;
   }
+  static std::string* path_;
+};
+std::string* PlacementModel::path_ = nullptr;
+
+// The CPU device under another name and without the capability of wrapping
+// host memory: the loader must not map weights for it.
+class CpuWithoutMapping final : public Device {
+ public:
+  explicit CpuWithoutMapping(Device& cpu) : cpu_(cpu) {}
+  std::string_view name() const override { return "CPU-without-mapping"; }
+  std::string description() const override { return cpu_.description(); }
+  DeviceType type() const override { return DeviceType::CPU; }
+  MemoryInfo memory() const override { return cpu_.memory(); }
+  DeviceCaps caps() const override { return {}; }
+  std::unique_ptr<Backend> create_backend(const BackendOptions& options) override {
+    return cpu_.create_backend(options);
+  }
+  BufferType& default_buffer_type() override { return cpu_.default_buffer_type(); }
+  bool supports_op(const Tensor& node) const override { return cpu_.supports_op(node); }
+  bool supports_buffer_type(const BufferType& type) const override { return cpu_.supports_buffer_type(type); }
+
+ private:
+  Device& cpu_;
+};
+
+using GivenDevices = PlacementModel;
+
+TEST_F(GivenDevices, CpuOnlyKeepsEveryWeightOnTheCpuAndMapsThroughTheCapability) {
+  Device& cpu = Registry::get().cpu();
+  auto m = LlamaModel::load(*path_, {&cpu});
+  EXPECT_EQ(m->devices(), std::vector<Device*>{&cpu});
+  for (int64_t l = 0; l < m->hparams().n_layer; ++l) EXPECT_EQ(&m->layer_device(l), &cpu);
+  // Mapped file, F32 weights: every one in the CPU's host-pointer buffer type.
+  ASSERT_NE(cpu.host_ptr_buffer_type(), nullptr);
+  for (const auto& p : m->placements()) EXPECT_EQ(p.buffer_type, cpu.host_ptr_buffer_type()->name()) << p.name;
+  expect_placement_error([&] { LlamaModel::load(*path_, {&cpu}, {.placement = {.n_gpu_layers = 1}}); },
+                         PlacementField::NGpuLayers, "no device to offload to");
+}
+
+TEST_F(GivenDevices, ADeviceThatCannotWrapHostMemoryGetsItsDefaultType) {
+  CpuWithoutMapping cpu(Registry::get().cpu());
+  auto m = LlamaModel::load(*path_, {&cpu});
+  for (const auto& p : m->placements()) EXPECT_EQ(p.buffer_type, cpu.default_buffer_type().name()) << p.name;
+}
+
+TEST_F(GivenDevices, TheCpuMustBeAmongThem) {
+  try {
+    LlamaModel::load(*path_, {});
+    ADD_FAILURE() << "loaded without a CPU device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU device"), std::string::npos) << e.what();
+  }
+  if (Device* cl = test::opencl(0)) EXPECT_THROW(LlamaModel::load(*path_, {cl}), Error);
+}
+
+TEST_F(GivenDevices, OnlyTheGivenOffloadDeviceIsUsed) {
+  REQUIRE_OPENCL(2);
+  Device& cpu = Registry::get().cpu();
+  Device* cl1 = test::opencl(1);
+  // OpenCL1 alone is offload device 0: -ngl 5 -sm none puts everything there.
+  auto m = LlamaModel::load(*path_, {cl1, &cpu}, {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
+  EXPECT_EQ(m->devices(), (std::vector<Device*>{cl1, &cpu}));
+  for (int64_t l = 0; l < m->hparams().n_layer; ++l) EXPECT_EQ(&m->layer_device(l), cl1);
+  Session s(*m, {.n_ctx = 16});
+  const auto kv = s.kv_cache_bytes_by_buffer_type();
+  ASSERT_EQ(kv.size(), 1u);
+  EXPECT_EQ(kv[0].first, cl1->default_buffer_type().name());
+  const std::vector<int32_t> prompt = {1, 40, 41};
+  EXPECT_EQ(s.decode(prompt).size(), static_cast<size_t>(m->hparams().n_vocab));
+}
+
+class MultiDeviceModel : public PlacementModel {
+ protected:
   void SetUp() override {
     if (!two_offload_devices()) GTEST_SKIP() << "needs two offload devices (POCL_DEVICES=\"pthread pthread\")";
   }
 
   // Logits after a prompt and 32 greedy tokens.
   static std::pair<std::vector<float>, std::vector<int32_t>> run(const PlacementOptions& p) {
-    auto m = LlamaModel::load(*path_, {.placement = p});
+    auto m = LlamaModel::load(*path_, all_devices(), {.placement = p});
     Session s(*m, {.n_ctx = 64});
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 7, 99};
     std::vector<float> first = s.decode(prompt);
@@ -102,10 +212,7 @@ class MultiDeviceModel : public ::testing::Test {
     }
     return {first, generated};
   }
-
-  static std::string* path_;
 };
-std::string* MultiDeviceModel::path_ = nullptr;
 
 TEST_F(MultiDeviceModel, SameResultsOnCpuOpenClAndSplit) {
   const auto cpu = run({});
@@ -128,8 +235,8 @@ TEST_F(MultiDeviceModel, SameResultsOnCpuOpenClAndSplit) {
 }
 
 TEST_F(MultiDeviceModel, WeightsKvCacheAndTiedOutputGoWhereAsked) {
-  const auto devs = offload_devices();
-  auto m = LlamaModel::load(*path_, {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
+  const auto devs = offload_devices(all_devices());
+  auto m = LlamaModel::load(*path_, all_devices(), {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
   EXPECT_EQ(&m->layer_device(0), &Registry::get().cpu());
   EXPECT_EQ(&m->layer_device(2), devs[0]);
   EXPECT_EQ(&m->layer_device(3), devs[1]);
@@ -148,24 +255,28 @@ TEST_F(MultiDeviceModel, WeightsKvCacheAndTiedOutputGoWhereAsked) {
   EXPECT_EQ(kv.size(), 3u);  // CPU, OpenCL0, OpenCL1
 
   // With the output layer offloaded, the tied matrix needs a copy there.
-  auto all = LlamaModel::load(*path_, {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
+  auto all = LlamaModel::load(*path_, all_devices(), {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
   bool copied = false;
   for (const auto& p : all->placements()) copied |= p.name == "output.weight (tied to token_embd.weight)";
   EXPECT_TRUE(copied);
 }
 
 TEST_F(MultiDeviceModel, OverridesPickTheBufferType) {
-  auto m = LlamaModel::load(*path_, {.placement = {.n_gpu_layers = 5,
-                                                   .split_mode = SplitMode::None,
-                                                   .overrides = {{"ffn_(up|gate)", "CPU"}}}});
+  auto m = LlamaModel::load(*path_, all_devices(),
+                            {.placement = {.n_gpu_layers = 5,
+                                           .split_mode = SplitMode::None,
+                                           .overrides = {{"ffn_(up|gate)", "CPU"}}}});
   for (const auto& p : m->placements()) {
     if (p.name.find("ffn_up") != std::string::npos || p.name.find("ffn_gate") != std::string::npos)
       EXPECT_EQ(p.buffer_type, "CPU") << p.name;
     else if (p.name.find("blk.") == 0)
       EXPECT_NE(p.buffer_type, "CPU") << p.name;
   }
-  EXPECT_THROW(LlamaModel::load(*path_, {.placement = {.overrides = {{"ffn", "NoSuchType"}}}}), Error);
-  EXPECT_THROW(LlamaModel::load(*path_, {.placement = {.overrides = {{"(", "CPU"}}}}), Error);
+  expect_placement_error(
+      [] { LlamaModel::load(*path_, all_devices(), {.placement = {.overrides = {{"ffn", "NoSuchType"}}}}); },
+      PlacementField::Overrides, "tensor override 'ffn=NoSuchType': no buffer type named 'NoSuchType'");
+  expect_placement_error([] { LlamaModel::load(*path_, all_devices(), {.placement = {.overrides = {{"(", "CPU"}}}}); },
+                         PlacementField::Overrides, "not a valid regular expression");
 }
 
 }  // namespace

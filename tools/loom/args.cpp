@@ -82,6 +82,18 @@ int Args::get_int(const std::string& name, int fallback) const {
   fail("{}: option '{}' needs an integer, got '{}'", command_, name, *v);
 }
 
+std::vector<std::string> split_list(std::string_view text, char sep, bool keep_empty) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(sep, start);
+    if (end == std::string_view::npos) end = text.size();
+    if (keep_empty || end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string Args::help() const {
   std::string out = fmt::format("usage: loom {} [options]\n\n{}\n\noptions:\n", command_, summary_);
   for (const auto& s : specs_) {

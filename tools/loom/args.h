@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom::cli {
@@ -37,5 +38,10 @@ class Args {
   std::map<std::string, std::vector<std::string>> values_;  // keyed by the first name
   std::vector<std::string> positional_;
 };
+
+// The one list split of the CLI: "a,b,c" at `sep`. Empty items are dropped,
+// unless keep_empty, which keeps those followed by a separator ("3,,1" has
+// three items) for a parser to refuse; a trailing separator adds no item.
+std::vector<std::string> split_list(std::string_view text, char sep = ',', bool keep_empty = false);
 
 }  // namespace loom::cli

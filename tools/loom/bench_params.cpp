@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "args.h"
 #include "loom/error.h"
+#include "placement_args.h"
 
 namespace loom::cli {
 namespace {
@@ -20,18 +22,6 @@ int parse_int(const std::string& flag, const std::string& text) {
 }
 
 }  // namespace
-
-std::vector<std::string> split_list(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(sep, start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
 
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text) {
   std::vector<int> out;

@@ -68,8 +68,6 @@ struct BenchParams {
 // "512", "1,2,4", "1-4" (1,2,3,4), "16-128*2" (16,32,64,128), "0-512+256".
 // `flag` names the option in error messages.
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text);
-// Splits on `sep`, keeping empty items out.
-std::vector<std::string> split_list(const std::string& text, char sep);
 // The loader's placement options for a load key (-ts "3/1", -ot "a=CPU,b=OpenCL0").
 PlacementOptions placement_options(const BenchLoadKey& key);
 

@@ -18,6 +18,7 @@
 #include "bench_run.h"
 #include "commands.h"
 #include "loom/error.h"
+#include "placement_args.h"
 
 namespace loom::cli {
 namespace {
@@ -192,7 +193,7 @@ int cmd_bench(int argc, char** argv) {
       lo.use_mmap = run.load.use_mmap;
       lo.placement = placement_options(run.load);
       if (verbose) std::fprintf(stderr, "loom bench: loading %s\n", run.load.model.c_str());
-      model = LlamaModel::load(run.load.model, lo);
+      model = load_model(run.load.model, lo);
       info = describe_model(*model);
       loaded = run.load;
     }

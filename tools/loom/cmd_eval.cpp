@@ -1,7 +1,6 @@
 // loom eval: logits for given tokens as JSON, for debugging and comparisons.
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +9,7 @@
 #include "loom/error.h"
 #include "loom/tokenizer.h"
 #include "model_args.h"
+#include "placement_args.h"
 
 namespace loom::cli {
 
@@ -27,12 +27,10 @@ int cmd_eval(int argc, char** argv) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
-  auto model = LlamaModel::load(model_path(args), load_options(args));
+  auto model = load_model(model_path(args), load_options(args));
   std::vector<int32_t> tokens;
   if (auto list = args.get("--tokens")) {
-    std::stringstream in(*list);
-    std::string item;
-    while (std::getline(in, item, ',')) {
+    for (const std::string& item : split_list(*list, ',', true)) {
       try {
         size_t used = 0;
         tokens.push_back(std::stoi(item, &used));

@@ -11,6 +11,7 @@
 #include "loom/sampler.h"
 #include "loom/tokenizer.h"
 #include "model_args.h"
+#include "placement_args.h"
 
 namespace loom::cli {
 namespace {
@@ -86,7 +87,7 @@ int cmd_run(int argc, char** argv) {
 
   LoadOptions lo = load_options(args);
   lo.progress = true;
-  auto model = LlamaModel::load(model_path(args), lo);
+  auto model = load_model(model_path(args), lo);
   const Tokenizer& tok = model->tokenizer();
   Session session(*model, session_options(args));
   Sampler sampler(so);

@@ -6,6 +6,7 @@
 
 #include "loom/error.h"
 #include "loom/model_gen.h"
+#include "placement_args.h"
 
 namespace loom::cli {
 namespace {
@@ -20,18 +21,6 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
   auto t = type_from_name(*v);
   if (!t) fail("{}: unknown type '{}' (f32, f16, bf16, q8_0, q4_0)", flag, *v);
   return *t;
-}
-
-// "a=CPU,b=OpenCL0" -> two overrides, as llama.cpp accepts.
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == ',') {
-      if (i > start) out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return out;
 }
 
 }  // namespace
@@ -85,6 +74,7 @@ LoadOptions load_options(const Args& args) {
   if (auto sm = args.get("--split-mode")) p.split_mode = parse_split_mode(*sm);
   if (auto ts = args.get("--tensor-split")) p.tensor_split = parse_tensor_split(*ts);
   p.main_gpu = args.get_int("--main-gpu", 0);
+  // "a=CPU,b=OpenCL0": two overrides, as llama.cpp accepts.
   for (const auto& ot : args.get_all("--override-tensor"))
     for (const auto& one : split_list(ot)) p.overrides.push_back(parse_override(one));
   return o;

@@ -1,0 +1,61 @@
+#include "placement_args.h"
+
+#include <numeric>
+#include <stdexcept>
+
+#include "args.h"
+#include "loom/error.h"
+#include "loom/registry.h"
+
+namespace loom::cli {
+
+SplitMode parse_split_mode(const std::string& s) {
+  if (s == "none") return SplitMode::None;
+  if (s == "layer") return SplitMode::Layer;
+  if (s == "row") return SplitMode::Row;
+  fail("-sm: unknown split mode '{}' (none, layer, row)", s);
+}
+
+std::vector<float> parse_tensor_split(const std::string& s) {
+  std::vector<float> out;
+  for (const std::string& item : split_list(s, ',', true)) {
+    try {
+      size_t used = 0;
+      const float v = std::stof(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      fail("-ts: '{}' is not a non-negative number (in '{}')", item, s);
+    }
+  }
+  if (out.empty() || std::accumulate(out.begin(), out.end(), 0.0f) <= 0.0f)
+    fail("-ts: '{}' needs at least one positive proportion", s);
+  return out;
+}
+
+TensorOverride parse_override(const std::string& s) {
+  const auto eq = s.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    fail("-ot: '{}' is not PATTERN=BUFFER_TYPE", s);
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+std::string_view placement_flag(PlacementField field) {
+  switch (field) {
+    case PlacementField::NGpuLayers: return "-ngl";
+    case PlacementField::TensorSplit: return "-ts";
+    case PlacementField::MainGpu: return "-mg";
+    case PlacementField::Overrides: return "-ot";
+  }
+  return "?";
+}
+
+std::unique_ptr<LlamaModel> load_model(const std::string& path, const LoadOptions& options) {
+  try {
+    return LlamaModel::load(path, Registry::get().devices(), options);
+  } catch (const PlacementError& e) {
+    fail("{}: {}", placement_flag(e.field()), e.what());
+  }
+}
+
+}  // namespace loom::cli
