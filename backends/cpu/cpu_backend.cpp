@@ -104,7 +104,7 @@ void CpuBackend::compute(Graph& graph) {
         fail("CPU: operand '{}' of '{}' ({}) is in {} memory, which the CPU cannot read there", node->src[i]->name,
              node->name, op_name(node->op), node->src[i]->buffer->type().name());
     need = std::max(need, kernel_work_size(*node, nth));
-    if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
+    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
     for (int phase = 0; phase < kernel_phases(*node); ++phase) {
       const int64_t n = kernel_tasks(*node, phase, nth);
       if (n > std::numeric_limits<int>::max())

@@ -91,7 +91,7 @@ void OpenClBackend::compute(Graph& graph) {
         fail("{}: operand '{}' of '{}' has no memory", device_.name(), label(*s), label(*node));
   }
   for (Tensor* node : graph.nodes()) {
-    if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
+    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
     enqueue_node(*node);
   }
   check(clFlush(queue()), fmt::format("submitting a graph to {}", device_.name()));
