@@ -148,7 +148,7 @@ struct WeightUse {
     weight.ne = w.ne;
     set_contiguous_strides(weight);
     other.type = use == Op::GetRows ? DType::I32 : DType::F32;
-    other.ne = use == Op::GetRows ? std::array<int64_t, 4>{batch, 1, 1, 1} : std::array<int64_t, 4>{w.ne[0], batch, 1, 1};
+    other.ne = {use == Op::GetRows ? batch : w.ne[0], use == Op::GetRows ? 1 : batch, 1, 1};
     set_contiguous_strides(other);
     node.op = use;
     node.type = DType::F32;
