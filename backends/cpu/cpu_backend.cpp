@@ -60,26 +60,16 @@ std::shared_ptr<Buffer> CpuDevice::buffer_from_host_ptr(void* ptr, size_t size) 
   return mapped_type_.wrap(ptr, size);
 }
 
-namespace {
-
-// Whether the CPU kernel of `node` can read operand i where it lies: host
-// memory, or an interleaved weight as mul_mat's src0.
-bool operand_readable(const Tensor& node, int i) {
-  const Tensor* s = node.src[i];
+// Host memory: any operand. CPU_Repack: a tensor it stores interleaved
+// (repackable: its type and shape, not a view) only as mul_mat's src0, read
+// whole; a tensor it stores plain, anywhere. Other memory: no.
+bool CpuDevice::supports_operand(const Tensor& node, int slot, const BufferType& type) const {
+  if (type.is_host()) return true;
+  if (&type != &repack_type_) return false;
+  const Tensor* s = slot >= 0 && slot < kMaxSrc ? node.src[slot] : nullptr;
   if (!s) return true;
   const Tensor& root = s->view_src ? *s->view_src : *s;
-  if (!root.buffer || root.buffer->is_host()) return true;
-  if (!dynamic_cast<const RepackBufferType*>(&root.buffer->type())) return false;
-  return !repackable(root) || (node.op == Op::MulMat && i == 0 && s == &root);
-}
-
-}  // namespace
-
-bool CpuDevice::supports_op(const Tensor& node) const {
-  if (!kernel_supports(node)) return false;
-  for (int i = 0; i < kMaxSrc; ++i)
-    if (!operand_readable(node, i)) return false;
-  return true;
+  return !repackable(root) || (node.op == Op::MulMat && slot == 0 && s == &root);
 }
 
 CpuBackend::CpuBackend(CpuDevice& device, int n_threads)
@@ -99,12 +89,15 @@ void CpuBackend::compute(Graph& graph) {
       fail("CPU: op {} is not supported (tensor '{}' {})", op_name(node->op), node->name, node->shape_string());
     if (!node->data && node->nbytes() > 0)
       fail("CPU: tensor '{}' {} has no memory; allocate the graph first", node->name, node->shape_string());
-    for (int i = 0; i < kMaxSrc; ++i)
-      if (!operand_readable(*node, i))
-        fail("CPU: operand '{}' of '{}' ({}) is in {} memory, which the CPU cannot read there", node->src[i]->name,
-             node->name, op_name(node->op), node->src[i]->buffer->type().name());
+    for (int i = 0; i < kMaxSrc; ++i) {
+      const Tensor* s = node->src[i];
+      const Tensor* root = s && s->view_src ? s->view_src : s;
+      if (root && root->buffer && !device_.supports_operand(*node, i, root->buffer->type()))
+        fail("CPU: operand '{}' of '{}' ({}) is in {} memory, which the CPU cannot read there", s->name, node->name,
+             op_name(node->op), root->buffer->type().name());
+    }
     need = std::max(need, kernel_work_size(*node, nth));
-    if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
+    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
     for (int phase = 0; phase < kernel_phases(*node); ++phase) {
       const int64_t n = kernel_tasks(*node, phase, nth);
       if (n > std::numeric_limits<int>::max())

@@ -28,7 +28,10 @@ class CpuDevice final : public Device {
   std::vector<BufferType*> buffer_types() override { return {&cpu_type_, &mapped_type_, &repack_type_}; }
   std::shared_ptr<Buffer> buffer_from_host_ptr(void* ptr, size_t size) override;
   BufferType* host_ptr_buffer_type() override { return &mapped_type_; }
-  bool supports_op(const Tensor& node) const override;
+  bool supports_op(const Tensor& node) const override { return kernel_supports(node); }
+  // Host memory for any operand; CPU_Repack only where a repacked weight can
+  // be read (see the definition).
+  bool supports_operand(const Tensor& node, int slot, const BufferType& type) const override;
   bool supports_buffer_type(const BufferType& type) const override {
     return type.is_host() || &type == &repack_type_;
   }

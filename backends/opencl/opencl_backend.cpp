@@ -81,8 +81,18 @@ int OpenClBackend::add_error_label(std::string message) {
 void OpenClBackend::compute(Graph& graph) {
   for (Tensor* node : graph.nodes()) {
     if (!device_.supports_op(*node))
-      fail("{}: cannot compute op {} (tensor '{}' {}): unsupported types or layout, or an operand is not in {} memory",
-           device_.name(), op_name(node->op), label(*node), node->shape_string(), device_.name());
+      fail("{}: cannot compute op {} (tensor '{}' {}): unsupported types or layout", device_.name(),
+           op_name(node->op), label(*node), node->shape_string());
+    // Kernels read and write only memory this device can use.
+    if (node->buffer && !device_.supports_buffer_type(node->buffer->type()))
+      fail("{}: tensor '{}' ({}) is in {} memory, which {} cannot write", device_.name(), label(*node),
+           op_name(node->op), node->buffer->type().name(), device_.name());
+    for (int i = 0; i < kMaxSrc; ++i) {
+      const Tensor* s = node->src[i];
+      if (s && s->buffer && !device_.supports_operand(*node, i, s->buffer->type()))
+        fail("{}: operand '{}' of '{}' ({}) is in {} memory, which {} cannot read", device_.name(), label(*s),
+             label(*node), op_name(node->op), s->buffer->type().name(), device_.name());
+    }
     if (!node->data && node->nbytes() > 0)
       fail("{}: tensor '{}' {} has no memory; allocate the graph first", device_.name(), label(*node),
            node->shape_string());
@@ -91,7 +101,7 @@ void OpenClBackend::compute(Graph& graph) {
         fail("{}: operand '{}' of '{}' has no memory", device_.name(), label(*s), label(*node));
   }
   for (Tensor* node : graph.nodes()) {
-    if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
+    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
     enqueue_node(*node);
   }
   check(clFlush(queue()), fmt::format("submitting a graph to {}", device_.name()));

@@ -84,18 +84,6 @@ std::unique_ptr<Backend> OpenClDevice::create_backend(const BackendOptions&) {
   return std::make_unique<OpenClBackend>(*this);
 }
 
-bool OpenClDevice::supports_op(const Tensor& node) const {
-  if (!kernel_supports(node)) return false;
-  // Kernels read and write only this device's memory (or nothing: zero-size).
-  auto here = [this](const Tensor* t) {
-    return !t || !t->buffer || &t->buffer->type() == &buffer_type_;
-  };
-  if (!here(&node)) return false;
-  for (const Tensor* s : node.src)
-    if (!here(s)) return false;
-  return true;
-}
-
 bool OpenClDevice::offload_op(const Tensor& node) const {
   return type_ == DeviceType::GPU && node.op == Op::MulMat && node.src[1] && node.src[1]->ne[1] >= 32;
 }

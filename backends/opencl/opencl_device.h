@@ -25,6 +25,10 @@ struct Platform {
   ContextHandle context;
 };
 
+// Whether an OpenCL kernel exists for this node's op, types and layout
+// (opencl_ops.cpp; where operands lie is supports_buffer_type's question).
+bool kernel_supports(const Tensor& node);
+
 class OpenClDevice final : public Device {
  public:
   OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_device_id id);
@@ -37,7 +41,9 @@ class OpenClDevice final : public Device {
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return buffer_type_; }
   BufferType* host_buffer_type() override { return &host_buffer_type_; }
-  bool supports_op(const Tensor& node) const override;
+  bool supports_op(const Tensor& node) const override { return kernel_supports(node); }
+  // Kernels read and write only this device's memory (any operand: the
+  // default supports_operand).
   bool supports_buffer_type(const BufferType& type) const override { return &type == &buffer_type_; }
   // Big matrix products pay for copying their weight here.
   bool offload_op(const Tensor& node) const override;
@@ -70,9 +76,5 @@ class OpenClDevice final : public Device {
   OpenClBufferType buffer_type_;
   OpenClHostBufferType host_buffer_type_;
 };
-
-// Whether an OpenCL kernel exists for this node's op, types and layout
-// (operand placement is checked by OpenClDevice::supports_op).
-bool kernel_supports(const Tensor& node);
 
 }  // namespace loom::opencl

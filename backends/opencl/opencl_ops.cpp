@@ -1,8 +1,11 @@
 // What the OpenCL kernels can run (kernel_supports) and how each node is
-// launched (OpenClBackend::enqueue_node). Kernels live in kernels/*.cl.
+// launched (OpenClBackend::enqueue_node). Kernels live in kernels/*.cl; they
+// get loom's op and type ids as compiler defines (kernel_defines).
 #include <algorithm>
+#include <cctype>
 
 #include "loom/error.h"
+#include "loom/op_params.h"
 #include "opencl_backend.h"
 
 namespace loom::opencl {
@@ -13,7 +16,15 @@ bool is_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 // Quantized tensors must step whole blocks along dim 0.
 bool rows_ok(const Tensor& t) { return !is_quantized(t.type) || t.has_contiguous_rows(); }
 
-int type_code(DType t) { return static_cast<int>(t); }
+// Type and op ids as the kernels see them: T_* and OP_* (kernel_defines).
+cl_int type_code(DType t) { return static_cast<cl_int>(t); }
+cl_int op_code(Op op) { return static_cast<cl_int>(op); }
+
+std::string upper(std::string_view s) {
+  std::string u(s);
+  for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return u;
+}
 
 // Sets kernel arguments in order; a tensor is four of them (see common.cl).
 class Args {
@@ -54,16 +65,18 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 }  // namespace
 
+std::string kernel_defines() {
+  std::string defines;
+  for (DType t : kAllTypes) defines += fmt::format(" -DT_{}={}", upper(type_name(t)), type_code(t));
+  for (const OpInfo& info : kOpTable) defines += fmt::format(" -DOP_{}={}", upper(info.name), op_code(info.op));
+  return defines;
+}
+
 bool kernel_supports(const Tensor& node) {
+  if (!op_has_kernel(node.op)) return static_cast<size_t>(node.op) < kOpCount;  // nothing to run
   const Tensor* a = node.src[0];
   const Tensor* b = node.src[1];
   switch (node.op) {
-    case Op::None:
-    case Op::View:
-    case Op::Reshape:
-    case Op::Permute:
-    case Op::Transpose:
-      return true;
     case Op::GetRows:
       return node.type == DType::F32 && (is_plain_float(a->type) || is_quantized(a->type)) && rows_ok(*a) &&
              b->type == DType::I32;
@@ -99,18 +112,16 @@ bool kernel_supports(const Tensor& node) {
       return a->type == b->type && node.type == a->type && (is_plain_float(a->type) || a->type == DType::I32);
     case Op::Rope:
       return node.type == DType::F32 && a->type == DType::F32 && b->type == DType::I32 &&
-             (node.param_i32(1) == static_cast<int32_t>(RopeMode::Normal) ||
-              node.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX));
+             (rope_params(node).mode == RopeMode::Normal || rope_params(node).mode == RopeMode::NeoX);
     case Op::SoftMax:
       return node.type == DType::F32 && a->type == DType::F32 &&
              (!b || ((b->type == DType::F32 || b->type == DType::F16) && b->has_contiguous_rows()));
     case Op::MulMat:
       return node.type == DType::F32 && b->type == DType::F32 && a->has_contiguous_rows() &&
              (is_plain_float(a->type) || is_quantized(a->type));
-    case Op::Count:
-      break;
+    default:
+      return false;  // no OpenCL kernel
   }
-  return false;
 }
 
 void OpenClBackend::enqueue_node(Tensor& node) {
@@ -165,9 +176,8 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     case Op::Sub:
     case Op::Mul:
     case Op::Div: {
-      const cl_int op = node.op == Op::Add ? 0 : node.op == Op::Sub ? 1 : node.op == Op::Mul ? 2 : 3;
       auto [k, args] = start("k_binary");
-      args.tensor(*a).tensor(*b).tensor(node).value(op);
+      args.tensor(*a).tensor(*b).tensor(node).value(op_code(node.op));
       return launch(k, "k_binary", node.ne[0], rows, mats);
     }
     case Op::Scale:
@@ -176,21 +186,14 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     case Op::Silu:
     case Op::Gelu:
     case Op::Relu: {
-      const cl_int op = node.op == Op::Scale  ? 0
-                        : node.op == Op::Sqr  ? 1
-                        : node.op == Op::Sqrt ? 2
-                        : node.op == Op::Silu ? 3
-                        : node.op == Op::Gelu ? 4
-                                              : 5;
-      const cl_float p0 = node.op == Op::Scale ? node.param_f32(0) : 0.0f;
-      const cl_float p1 = node.op == Op::Scale ? node.param_f32(1) : 0.0f;
+      const ScaleParams sp = node.op == Op::Scale ? scale_params(node) : ScaleParams{0.0f, 0.0f};
       auto [k, args] = start("k_unary");
-      args.tensor(*a).tensor(node).value(op).value(p0).value(p1);
+      args.tensor(*a).tensor(node).value(op_code(node.op)).value(cl_float{sp.scale}).value(cl_float{sp.bias});
       return launch(k, "k_unary", node.ne[0], rows, mats);
     }
     case Op::Concat: {
       auto [k, args] = start("k_concat");
-      args.tensor(*a).tensor(*b).tensor(node).value(cl_int{node.param_i32(0)})
+      args.tensor(*a).tensor(*b).tensor(node).value(cl_int{concat_params(node).dim})
           .value(static_cast<cl_int>(traits(node.type).type_size));
       return launch(k, "k_concat", node.ne[0], rows, mats);
     }
@@ -204,22 +207,23 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     case Op::RmsNorm:
     case Op::Norm: {
       auto [k, args] = start("k_norm");
-      args.tensor(*a).tensor(node).value(cl_int{node.op == Op::RmsNorm}).value(cl_float{node.param_f32(0)});
+      args.tensor(*a).tensor(node).value(cl_int{node.op == Op::RmsNorm}).value(cl_float{norm_params(node).eps});
       return launch(k, "k_norm", a->nrows(), 1, 1);
     }
     case Op::SoftMax: {
       auto [k, args] = start("k_soft_max");
       args.tensor(*a);
       if (b) args.tensor(*b); else args.absent();
-      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_float{node.param_f32(0)});
+      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_float{soft_max_params(node).scale});
       return launch(k, "k_soft_max", a->nrows(), 1, 1);
     }
     case Op::Rope: {
-      const int n_dims = node.param_i32(0);
+      const RopeParams rp = rope_params(node);
+      const int n_dims = rp.n_dims;
       auto [k, args] = start("k_rope");
       args.tensor(*a).tensor(*b).tensor(node).value(cl_int{n_dims})
-          .value(cl_int{node.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX)})
-          .value(cl_float{node.param_f32(2)}).value(cl_float{node.param_f32(3)});
+          .value(cl_int{rp.mode == RopeMode::NeoX})
+          .value(cl_float{rp.freq_base}).value(cl_float{rp.freq_scale});
       return launch(k, "k_rope", n_dims / 2 + (a->ne[0] - n_dims), a->nrows(), 1);
     }
     case Op::MulMat: {
@@ -241,13 +245,8 @@ void OpenClBackend::enqueue_node(Tensor& node) {
       args.tensor(*a).tensor(*b).tensor(node);
       return launch(k, name, a->ne[1], (b->ne[1] + kColumnsPerItem - 1) / kColumnsPerItem, b->ne[2] * b->ne[3]);
     }
-    case Op::None:
-    case Op::View:
-    case Op::Reshape:
-    case Op::Permute:
-    case Op::Transpose:
-    case Op::Count:
-      return;
+    default:
+      break;
   }
   fail("{}: no kernel for op {} (tensor '{}')", device_.name(), op_name(node.op), node.name);
 }

@@ -86,7 +86,7 @@ cl_program ProgramCache::program() {
   const char* source = kKernelSource;
   ProgramHandle program(clCreateProgramWithSource(context_, 1, &source, nullptr, &status));
   check(status, fmt::format("creating the kernel program for {}", device_name_));
-  std::string options = "-cl-std=CL1.2";
+  std::string options = "-cl-std=CL1.2" + kernel_defines();
   // Division and sqrt as exact as the CPU's, where the device can.
   const auto fp = device_value<cl_device_fp_config>(device_, CL_DEVICE_SINGLE_FP_CONFIG);
   if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) options += " -cl-fp32-correctly-rounded-divide-sqrt";

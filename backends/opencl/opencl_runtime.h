@@ -82,5 +82,8 @@ class ProgramCache {
 };
 
 extern const char* const kKernelSource;  // generated from kernels/*.cl
+// Compiler options defining the kernels' ids: " -DT_F32=0 ... -DOP_ADD=5 ..."
+// from loom::DType and loom::Op (opencl_ops.cpp).
+std::string kernel_defines();
 
 }  // namespace loom::opencl

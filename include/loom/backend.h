@@ -58,10 +58,13 @@ class BufferType {
   virtual bool is_host() const = 0;
   // Device whose memory this is (null for types not bound to one device).
   virtual Device* device() const = 0;
-  // For weight-layout types (CPU_Repack): whether a weight used as src0 of
-  // `node` (not yet placed) should live here, i.e. the device runs `node`
-  // faster with it. A loader may try such types before the default one
-  // (default: true, any use).
+  // Weight layout preference, for types that store a weight in their own
+  // layout (CPU_Repack): whether a weight used as src0 of `node` should live
+  // here because the device runs `node` faster so. Like Device::supports_op it
+  // reads only op, types and shapes, never memory. Whether the device can read
+  // the weight there at all is Device::supports_operand's answer; a loader
+  // asks both before it prefers such a type to the default one (default: true,
+  // any use).
   virtual bool supports_op(const Tensor& node) const {
     (void)node;
     return true;
@@ -174,9 +177,27 @@ class Device {
   // caps().buffer_from_host_ptr (default: null).
   virtual BufferType* host_ptr_buffer_type() { return nullptr; }
 
-  // Whether this device can compute `node` with its operands where they are.
+  // Two questions, asked separately (the scheduler and the loader combine them):
+  //
+  // 1. Capability: whether this device has a kernel for `node`: its op, op
+  //    parameters, and the types, shapes and strides of the node and its
+  //    operands. It never looks at buffers or data, so `node` may be unplaced,
+  //    or a plain Tensor value outside any Context.
   virtual bool supports_op(const Tensor& node) const = 0;
-  // Whether kernels on this device can read and write memory of `type`.
+  // 2. Memory: whether this device's kernel for `node` can read operand
+  //    `slot` (node.src[slot]) where it lies, in memory of `type`. Reads the
+  //    operand's op use (node.op, slot) and its type and shape, never where it
+  //    is placed. Default: supports_buffer_type(type). The CPU overrides it:
+  //    CPU_Repack memory holds interleaved weights that only mul_mat reads, as
+  //    src0, and only whole (a view sees interleaved bytes).
+  virtual bool supports_operand(const Tensor& node, int slot, const BufferType& type) const {
+    (void)node, (void)slot;
+    return supports_buffer_type(type);
+  }
+  // Memory, for no particular use: whether kernels on this device can read
+  // and write memory of `type` at all (for some operands; see
+  // supports_operand). Where a tensor's memory belongs, which memory needs no
+  // copy, which buffers a backend may read directly.
   virtual bool supports_buffer_type(const BufferType& type) const = 0;
   // Whether it pays to run `node` here although its weight is in host
   // memory (default: no).

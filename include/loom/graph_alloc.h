@@ -40,11 +40,9 @@
 
 namespace loom {
 
-// Ops whose output may share operand `src_index`'s memory: the CPU kernels
-// read each element (add, sub, mul, div, scale, sqr, sqrt, silu, gelu, relu)
-// or each whole row (rms_norm, norm, rope, soft_max) before writing it.
-// src 0 for all of them; src 1 too for add, sub and mul (same shape only, as
-// every in-place candidate).
+// Ops whose output may share operand `src_index`'s memory (kOpTable's
+// in-place column, op.h): kernels read each element or each whole row before
+// writing it. Only same-shape operands are candidates.
 bool op_supports_in_place(Op op, int src_index);
 
 // Best-fit allocator over free blocks in chunks of at most max_chunk_size

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "loom/context.h"
+#include "loom/op_params.h"
 
 namespace loom {
 
@@ -45,13 +46,7 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps);
 Tensor* norm(Context& ctx, Tensor* a, float eps);
 
-struct RopeParams {
-  int n_dims = 0;  // leading elements of each row that rotate (even); 0 means ne0
-  RopeMode mode = RopeMode::Normal;
-  float freq_base = 10000.0f;
-  float freq_scale = 1.0f;
-};
-// a [head_dim, n_head, n_tokens, 1], positions I32 [n_tokens].
+// a [head_dim, n_head, n_tokens, 1], positions I32 [n_tokens] (RopeParams: op_params.h).
 Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& params);
 
 // softmax(a * scale + mask) along dim 0. mask (optional, F32 or F16) is

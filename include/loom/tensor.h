@@ -33,7 +33,7 @@ struct Tensor {
   std::array<size_t, kMaxDims> nb{};             // bytes between steps per dim
 
   Op op = Op::None;
-  std::array<int32_t, kMaxOpParams> op_params{};
+  std::array<int32_t, kMaxOpParams> op_params{};  // read and written through op_params.h
   std::array<Tensor*, kMaxSrc> src{};
 
   Tensor* view_src = nullptr;  // root tensor whose memory this one views
@@ -58,15 +58,6 @@ struct Tensor {
   bool same_shape(const Tensor& o) const { return ne == o.ne; }
   // Byte offset of element (i0, i1, i2, i3); i0 must be on a block boundary.
   size_t offset_of(int64_t i0, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) const;
-
-  int32_t param_i32(int i) const { return op_params[i]; }
-  float param_f32(int i) const {
-    float f;
-    std::memcpy(&f, &op_params[i], sizeof f);
-    return f;
-  }
-  void set_param(int i, int32_t v) { op_params[i] = v; }
-  void set_param(int i, float v) { std::memcpy(&op_params[i], &v, sizeof v); }
 
   std::string shape_string() const;  // "[4096, 32, 1, 1] f16"
 };

@@ -17,23 +17,7 @@ using alloc_detail::Analysis;
 using alloc_detail::Block;
 
 bool op_supports_in_place(Op op, int src_index) {
-  switch (op) {
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul: return src_index == 0 || src_index == 1;
-    case Op::Div:
-    case Op::Scale:
-    case Op::Sqr:
-    case Op::Sqrt:
-    case Op::Silu:
-    case Op::Gelu:
-    case Op::Relu:
-    case Op::RmsNorm:
-    case Op::Norm:
-    case Op::Rope:
-    case Op::SoftMax: return src_index == 0;
-    default: return false;
-  }
+  return static_cast<size_t>(op) < kOpCount && op_info(op).may_overwrite(src_index);
 }
 
 Schedule Schedule::sequential(const Graph& graph) {

@@ -120,8 +120,7 @@ Tensor* div(Context& ctx, Tensor* a, Tensor* b) { return binary(ctx, Op::Div, a,
 
 Tensor* scale(Context& ctx, Tensor* a, float s, float bias) {
   Tensor* r = unary(ctx, Op::Scale, a);
-  r->set_param(0, s);
-  r->set_param(1, bias);
+  set_scale_params(*r, {s, bias});
   return r;
 }
 
@@ -151,13 +150,13 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
 
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps) {
   Tensor* r = unary(ctx, Op::RmsNorm, a);
-  r->set_param(0, eps);
+  set_norm_params(*r, {eps});
   return r;
 }
 
 Tensor* norm(Context& ctx, Tensor* a, float eps) {
   Tensor* r = unary(ctx, Op::Norm, a);
-  r->set_param(0, eps);
+  set_norm_params(*r, {eps});
   return r;
 }
 
@@ -172,10 +171,9 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& p) {
           "rotated dims must be even and at most ne0", a);
   require(p.mode == RopeMode::Normal || p.mode == RopeMode::NeoX, op, "unknown rope mode", a);
   Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, positions});
-  r->set_param(0, n_dims);
-  r->set_param(1, static_cast<int32_t>(p.mode));
-  r->set_param(2, p.freq_base);
-  r->set_param(3, p.freq_scale);
+  RopeParams stored = p;
+  stored.n_dims = n_dims;  // resolved: kernels never see 0
+  set_rope_params(*r, stored);
   return r;
 }
 
@@ -191,7 +189,7 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
     require(mask->has_contiguous_rows(), op, "mask rows must be contiguous", a, mask);
   }
   Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, mask});
-  r->set_param(0, scale);
+  set_soft_max_params(*r, {scale});
   return r;
 }
 
@@ -213,7 +211,7 @@ Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim) {
     if (i != dim) require(a->ne[i] == b->ne[i], op, "dims other than the joined one differ", a, b);
   ne[dim] += b->ne[dim];
   Tensor* r = new_result(ctx, op, a->type, ne, {a, b});
-  r->set_param(0, dim);
+  set_concat_params(*r, {dim});
   return r;
 }
 
@@ -267,13 +265,13 @@ Tensor* permute(Context& ctx, Tensor* a, std::array<int, 4> axis) {
     r->ne[axis[i]] = a->ne[i];
     r->nb[axis[i]] = a->nb[i];
   }
-  for (int i = 0; i < 4; ++i) r->set_param(i, axis[i]);
+  set_permute_params(*r, {{axis[0], axis[1], axis[2], axis[3]}});
   return r;
 }
 
 Tensor* transpose(Context& ctx, Tensor* a) {
   Tensor* r = permute(ctx, a, {1, 0, 2, 3});
-  r->op = Op::Transpose;
+  r->op = Op::Transpose;  // the same parameters (PermuteParams)
   return r;
 }
 

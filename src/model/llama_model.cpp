@@ -135,30 +135,50 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const std:
 
 namespace {
 
-// A scratch node that uses `w` the way the graph does (src0 of mul_mat or
-// get_rows, operand of mul) with `batch` activation rows; nothing allocated.
-Tensor* usage_node(Context& ctx, const Tensor& w, Op use, int64_t batch) {
-  Tensor* wm = ctx.new_tensor(w.type, std::span<const int64_t>(w.ne.data(), 4));
-  if (use == Op::MulMat) return mul_mat(ctx, wm, ctx.new_tensor(DType::F32, {w.ne[0], batch}));
-  if (use == Op::GetRows) return get_rows(ctx, wm, ctx.new_tensor(DType::I32, {batch}));
-  return mul(ctx, ctx.new_tensor(DType::F32, {w.ne[0], batch}), wm);
-}
+// How the graph uses weight `w`: src0 of mul_mat or get_rows, operand b of
+// mul, with `batch` rows of F32 activations (I32 indices for get_rows). The
+// device questions read only op, types and shapes, never memory, so the node
+// is three plain Tensor values here: no Context, no graph, nothing allocated.
+// (Building it with the ops.h builders would need a Context; the result shapes
+// below are the builders' for these three uses.)
+struct WeightUse {
+  Tensor weight, other, node;
+  int slot = 0;  // the weight's operand slot in node
+
+  WeightUse(const Tensor& w, Op use, int64_t batch) {
+    weight.type = w.type;
+    weight.ne = w.ne;
+    set_contiguous_strides(weight);
+    other.type = use == Op::GetRows ? DType::I32 : DType::F32;
+    other.ne = {use == Op::GetRows ? batch : w.ne[0], use == Op::GetRows ? 1 : batch, 1, 1};
+    set_contiguous_strides(other);
+    node.op = use;
+    node.type = DType::F32;
+    node.ne = {use == Op::MulMat ? w.ne[1] : w.ne[0], batch, 1, 1};
+    set_contiguous_strides(node);
+    slot = use == Op::MulMat || use == Op::GetRows ? 0 : 1;
+    node.src[slot] = &weight;
+    node.src[1 - slot] = &other;
+  }
+  WeightUse(const WeightUse&) = delete;  // node points into this object
+  WeightUse& operator=(const WeightUse&) = delete;
+};
 
 // Whether `device` can run the op a weight is used in, with a batch-sized
-// activation (the prompt case), asked before anything is allocated.
+// activation (the prompt case), reading the weight from its default memory;
+// asked before anything is allocated.
 bool device_runs(Device& device, const Tensor& w, Op use) {
-  Context ctx;
-  return device.supports_op(*usage_node(ctx, w, use, 512)) &&
-         device.supports_buffer_type(device.default_buffer_type());
+  const WeightUse u(w, use, 512);
+  return device.supports_op(u.node) && device.supports_operand(u.node, u.slot, device.default_buffer_type());
 }
 
 // A buffer type of `device` beyond plain memory (CPU_Repack) that wants `w`
-// as src0 of its mul_mats (BufferType::supports_op), or null.
+// as src0 of its mul_mats (BufferType::supports_op) and that the device can
+// read it from there (Device::supports_operand), or null.
 BufferType* weight_layout_type(Device& device, const Tensor& w) {
-  Context ctx;
-  const Tensor* node = usage_node(ctx, w, Op::MulMat, 1);
+  const WeightUse u(w, Op::MulMat, 1);
   for (BufferType* bt : device.buffer_types())
-    if (!bt->is_host() && device.supports_buffer_type(*bt) && bt->supports_op(*node)) return bt;
+    if (!bt->is_host() && device.supports_operand(u.node, u.slot, *bt) && bt->supports_op(u.node)) return bt;
   return nullptr;
 }
 

@@ -12,21 +12,6 @@
 namespace loom::sched_detail {
 namespace {
 
-// The fields supports_op looks at, without the name (no allocation).
-void copy_fields(Tensor& dst, const Tensor& src) {
-  dst.type = src.type;
-  dst.ne = src.ne;
-  dst.nb = src.nb;
-  dst.op = src.op;
-  dst.op_params = src.op_params;
-  dst.src = src.src;
-  dst.view_src = src.view_src;
-  dst.view_offs = src.view_offs;
-  dst.data = src.data;
-  dst.buffer = src.buffer;
-  dst.flags = src.flags;
-}
-
 bool is_weight_memory(const Tensor& root) {
   return (root.flags & kFlagWeight) || (root.buffer && root.buffer->usage() == BufferUsage::Weights);
 }
@@ -78,30 +63,24 @@ class Assigner {
     return it != p_.index.end() ? p_.preplaced[it->second] != 0 : ctx_.preplaced(*root_of(t));
   }
 
-  // Whether backend b can run `node` once its operands are in memory it can
-  // use: placed operands it can use stay, the others are presented as
-  // unplaced (they will be copies or b's own compute memory).
-  bool supports(size_t b, const Tensor& node) {
-    Device& d = device(b);
-    auto usable = [&](const Tensor* t) {
-      return preplaced(t) && d.supports_buffer_type(root_of(t)->buffer->type());
-    };
-    copy_fields(probe_, node);
-    if (!preplaced(&node)) {
-      probe_.buffer.reset();
-      probe_.data = nullptr;
-    }
+  // Whether backend b can run `node`: it has the kernel (Device::supports_op),
+  // and every operand placed by someone else either is in memory b cannot use
+  // at all (it is copied into b's memory, see splits.cpp) or b can read it
+  // there for this use (Device::supports_operand). Memory b can use but not
+  // for this operand (CPU_Repack outside mul_mat's src0) rules b out: its
+  // bytes are in b's own layout, which a plain copy would not undo. A node
+  // that writes into placed memory (set_rows, cpy) has that memory as an
+  // operand too, so the same rule covers its destination.
+  bool supports(size_t b, const Tensor& node) const {
+    const Device& d = device(b);
+    if (!d.supports_op(node)) return false;
     for (int j = 0; j < kMaxSrc; ++j) {
       const Tensor* s = node.src[j];
-      if (!s) continue;
-      copy_fields(probe_src_[j], *s);
-      if (!usable(s)) {
-        probe_src_[j].buffer.reset();
-        probe_src_[j].data = nullptr;
-      }
-      probe_.src[j] = &probe_src_[j];
+      if (!s || !preplaced(s)) continue;
+      const BufferType& type = root_of(s)->buffer->type();
+      if (d.supports_buffer_type(type) && !d.supports_operand(node, j, type)) return false;
     }
-    return d.supports_op(probe_);
+    return true;
   }
 
   // First backend (priority order) whose kernels can use memory of `type`.
@@ -259,11 +238,12 @@ class Assigner {
     seen_.clear();
     size_t bytes = 0;
     for (size_t k = from; k < to; ++k)
-      for (const Tensor* s : p_.tensors[order[k]]->src) {
+      for (int j = 0; j < kMaxSrc; ++j) {
+        const Tensor* s = p_.tensors[order[k]]->src[j];
         if (!s) continue;
         const size_t si = p_.index.at(s);
         const BufferType* type = memory_of(si);
-        if (type && device(b).supports_buffer_type(*type)) continue;
+        if (type && device(b).supports_operand(*p_.tensors[order[k]], j, *type)) continue;
         if (std::find(seen_.begin(), seen_.end(), si) != seen_.end()) continue;
         seen_.push_back(si);
         bool copied = false;
@@ -335,8 +315,6 @@ class Assigner {
   std::vector<bool> follows_root_;
   std::vector<size_t> seen_;
   std::vector<std::vector<size_t>> readers_;  // per tensor: positions in the computing order
-  Tensor probe_;
-  std::array<Tensor, kMaxSrc> probe_src_;
 };
 
 void push(std::vector<uint64_t>& sig, uint64_t v) { sig.push_back(v); }

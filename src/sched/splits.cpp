@@ -30,7 +30,7 @@ void build_splits(Scheduler::Plan& plan, const AssignContext& ctx, int n_copies)
       if (!s) continue;
       const size_t si = plan.index.at(s);
       const BufferType* type = memory_type(plan, ctx, si);
-      if (type && device.supports_buffer_type(*type)) continue;
+      if (type && device.supports_operand(*node, j, *type)) continue;
       auto [it, added] = copy_of.try_emplace({s, b}, plan.inputs.size());
       if (added) {
         InputCopy in;

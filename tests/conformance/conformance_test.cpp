@@ -49,25 +49,40 @@ INSTANTIATE_TEST_SUITE_P(Devices, Conformance,
                          ::testing::Combine(::testing::ValuesIn(device_names()), ::testing::ValuesIn(tested_ops())),
                          param_name);
 
-// Every op the brief lists has cases, and every type each op accepts.
+// Every op of the op table that runs a kernel has cases, and every type each
+// op accepts.
 TEST(ConformanceCases, CoverEveryOpAndType) {
   std::map<Op, std::vector<DType>> types;
   for (const Case& c : all_cases()) {
     auto& v = types[c.op];
     if (std::find(v.begin(), v.end(), c.type) == v.end()) v.push_back(c.type);
   }
-  for (Op op : {Op::GetRows, Op::SetRows, Op::Cpy, Op::Cont, Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Scale, Op::Sqr,
-                Op::Sqrt, Op::SumRows, Op::MulMat, Op::RmsNorm, Op::Norm, Op::Rope, Op::SoftMax, Op::Silu, Op::Gelu,
-                Op::Relu, Op::Argmax, Op::Concat})
-    EXPECT_TRUE(types.count(op)) << op_name(op);
+  for (const OpInfo& info : kOpTable)
+    if (op_has_kernel(info.op)) EXPECT_TRUE(types.count(info.op)) << info.name;
   for (Op op : {Op::GetRows, Op::SetRows, Op::MulMat, Op::Cpy})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
       EXPECT_NE(std::find(types[op].begin(), types[op].end(), t), types[op].end()) << op_name(op) << " " << type_name(t);
   // Every view op is used as an operand somewhere.
-  for (Op view : {Op::View, Op::Reshape, Op::Permute, Op::Transpose}) {
-    const Filter f{view};
+  for (const OpInfo& info : kOpTable) {
+    if (!info.is_view) continue;
+    const Filter f{info.op};
     EXPECT_TRUE(std::any_of(all_cases().begin(), all_cases().end(), [&](const Case& c) { return f.matches(c); }))
-        << op_name(view);
+        << info.name;
+  }
+}
+
+// The builders give every node as many operands as the op table says.
+TEST(ConformanceCases, OperandCountsMatchTheOpTable) {
+  for (const Case& c : all_cases()) {
+    CaseGraph g;
+    Graph graph = Graph::build(c.build(g));
+    for (const Tensor* n : graph.nodes()) {
+      const OpInfo& info = op_info(n->op);
+      for (int i = 0; i < kMaxSrc; ++i) {
+        if (i < info.min_src) EXPECT_NE(n->src[i], nullptr) << c.name << ": " << info.name << " src " << i;
+        if (i >= info.max_src) EXPECT_EQ(n->src[i], nullptr) << c.name << ": " << info.name << " src " << i;
+      }
+    }
   }
 }
 

@@ -128,10 +128,17 @@ TEST_P(RepackTest, OnlyMulMatReadsARepackedWeight) {
   Tensor* idx = ctx.new_tensor(DType::I32, {2});
   Device& cpu = Registry::get().cpu();
   EXPECT_TRUE(cpu.supports_buffer_type(repack_type()));
-  EXPECT_TRUE(cpu.supports_op(*mul_mat(ctx, w, b)));
-  EXPECT_FALSE(cpu.supports_op(*get_rows(ctx, w, idx)));
+  // The CPU has both kernels (supports_op: op, types, shapes), but reads the
+  // weight from CPU_Repack memory only as mul_mat's src0 (supports_operand).
+  Tensor* mm = mul_mat(ctx, w, b);
+  Tensor* rows = get_rows(ctx, w, idx);
+  EXPECT_TRUE(cpu.supports_op(*mm));
+  EXPECT_TRUE(cpu.supports_operand(*mm, 0, repack_type()));
+  EXPECT_TRUE(cpu.supports_op(*rows));
+  EXPECT_FALSE(cpu.supports_operand(*rows, 0, repack_type()));
   // A view sees interleaved bytes: not readable, even by mul_mat.
-  EXPECT_FALSE(cpu.supports_op(*mul_mat(ctx, reshape(ctx, w, {128, 16, 1, 1}), ctx.new_tensor(DType::F32, {128, 2}))));
+  Tensor* mm_view = mul_mat(ctx, reshape(ctx, w, {128, 16, 1, 1}), ctx.new_tensor(DType::F32, {128, 2}));
+  EXPECT_FALSE(cpu.supports_operand(*mm_view, 0, repack_type()));
   // Asked before placement: mul_mat src0 of a repackable shape, where it pays.
   Tensor* fresh = ctx.new_tensor(GetParam(), {64, 32});
   Tensor* odd = ctx.new_tensor(GetParam(), {64, 40});

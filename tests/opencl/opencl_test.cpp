@@ -348,9 +348,40 @@ TEST(OpenCL, DeclinesOperandsInOtherMemory) {
   Tensor* a = ctx.new_tensor(DType::F32, {8});
   Tensor* b = add(ctx, a, a);
   auto memory = allocate_tensors(std::span<Tensor* const>(&a, 1), Registry::get().cpu().default_buffer_type());
-  EXPECT_FALSE(opencl(0)->supports_op(*b));
+  // It has the kernel, but cannot read the operand where it lies.
+  EXPECT_TRUE(opencl(0)->supports_op(*b));
+  EXPECT_FALSE(opencl(0)->supports_operand(*b, 0, a->buffer->type()));
+  EXPECT_TRUE(opencl(0)->supports_operand(*b, 0, opencl(0)->default_buffer_type()));
   Graph graph = Graph::build(b);
   EXPECT_THROW(opencl(0)->create_backend()->compute(graph), Error);
+}
+
+// The two device questions: the kernel (op, types, layout) and the memory an
+// operand may be read from (only the device's own).
+TEST(OpenCL, CapabilityAndMemoryAreSeparateQuestions) {
+  REQUIRE_OPENCL(2);
+  Context ctx;
+  Tensor* w = ctx.new_tensor(DType::Q8_0, {64, 32});
+  Tensor* x = ctx.new_tensor(DType::F32, {64, 4});
+  Tensor* mm = mul_mat(ctx, w, x);
+  Tensor* i32 = ctx.new_tensor(DType::I32, {64, 4});
+  Tensor* bad = ctx.new_node();  // sum_rows of i32: no kernel
+  bad->op = Op::SumRows;
+  bad->type = DType::F32;
+  bad->ne = {1, 4, 1, 1};
+  set_contiguous_strides(*bad);
+  bad->src[0] = i32;
+  for (int d = 0; d < 2; ++d) {
+    Device& dev = *opencl(d);
+    EXPECT_TRUE(dev.supports_op(*mm)) << dev.name();
+    EXPECT_FALSE(dev.supports_op(*bad)) << dev.name();
+    for (int slot = 0; slot < 2; ++slot) {
+      EXPECT_TRUE(dev.supports_operand(*mm, slot, dev.default_buffer_type())) << dev.name();
+      EXPECT_FALSE(dev.supports_operand(*mm, slot, opencl(1 - d)->default_buffer_type())) << dev.name();
+      EXPECT_FALSE(dev.supports_operand(*mm, slot, Registry::get().cpu().default_buffer_type())) << dev.name();
+      EXPECT_FALSE(dev.supports_operand(*mm, slot, *dev.host_buffer_type())) << dev.name();
+    }
+  }
 }
 
 // The conformance suite on every OpenCL device of this run. (Its own

@@ -5,6 +5,7 @@
 
 #include "loom/error.h"
 #include "loom/op.h"
+#include "loom/op_params.h"
 
 namespace loom::conformance {
 namespace {
@@ -32,7 +33,10 @@ double binary_value(Op op, double x, double y) {
 
 double unary_value(const Tensor& node, double x) {
   switch (node.op) {
-    case Op::Scale: return x * node.param_f32(0) + node.param_f32(1);
+    case Op::Scale: {
+      const ScaleParams p = scale_params(node);
+      return x * p.scale + p.bias;
+    }
     case Op::Sqr: return x * x;
     case Op::Sqrt: return std::sqrt(x);
     case Op::Silu: return x / (1.0 + std::exp(-x));
@@ -130,7 +134,7 @@ Dense ref_mul_mat(const Tensor& node, const RefMemory& m) {
 // rms_norm: x / sqrt(mean(x^2) + eps); norm: (x - mean) / sqrt(var + eps).
 Dense ref_norm(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
-  const double eps = node.param_f32(0);
+  const double eps = norm_params(node).eps;
   const int64_t n = a.ne[0];
   Dense out(node.ne);
   for_each_index({1, a.ne[1], a.ne[2], a.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
@@ -156,9 +160,10 @@ Dense ref_norm(const Tensor& node, const RefMemory& m) {
 Dense ref_rope(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
   const Tensor& positions = *node.src[1];
-  const int64_t n_dims = node.param_i32(0);
-  const bool neox = node.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX);
-  const double freq_base = node.param_f32(2), freq_scale = node.param_f32(3);
+  const RopeParams p = rope_params(node);
+  const int64_t n_dims = p.n_dims;
+  const bool neox = p.mode == RopeMode::NeoX;
+  const double freq_base = p.freq_base, freq_scale = p.freq_scale;
   Dense out(node.ne);
   for_each_index(node.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     out.at(i0, i1, i2, i3) = m.at(a, i0, i1, i2, i3);
@@ -183,7 +188,7 @@ Dense ref_rope(const Tensor& node, const RefMemory& m) {
 Dense ref_soft_max(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
   const Tensor* mask = node.src[1];
-  const double scale = node.param_f32(0);
+  const double scale = soft_max_params(node).scale;
   const int64_t n = a.ne[0];
   Dense out(node.ne);
   std::vector<double> x(static_cast<size_t>(n));
@@ -218,7 +223,7 @@ Dense ref_argmax(const Tensor& node, const RefMemory& m) {
 Dense ref_concat(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const int dim = node.param_i32(0);
+  const int dim = concat_params(node).dim;
   Dense out(node.ne);
   for_each_index(node.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     Index i{i0, i1, i2, i3};
@@ -324,7 +329,7 @@ std::vector<double> reference_op(const Tensor& node, const RefMemory& m) {
 
 void evaluate(const Graph& graph, RefMemory& memory) {
   for (const Tensor* node : graph.nodes()) {
-    if (node->op == Op::None || op_is_view(node->op)) continue;
+    if (!op_has_kernel(node->op)) continue;
     memory.write(*node, reference_op(*node, memory));
   }
 }

@@ -136,11 +136,27 @@ std::string worst_element(std::span<const double> ref, std::span<const float> ou
   return fmt::format("element {}: got {}, expected {}", worst, out[worst], ref[worst]);
 }
 
+// The device has a kernel for every node (op, params, types, shapes).
 bool supported(const Device& device, const Graph& graph, std::string& why) {
   for (const Tensor* n : graph.nodes()) {
     if (op_is_view(n->op) || device.supports_op(*n)) continue;
     why = fmt::format("{} does not support {} {}", device.name(), op_name(n->op), n->shape_string());
     return false;
+  }
+  return true;
+}
+
+// Once placed: the device can read every operand from its memory.
+bool operands_readable(const Device& device, const Graph& graph, std::string& why) {
+  for (const Tensor* n : graph.nodes()) {
+    if (op_is_view(n->op)) continue;
+    for (int i = 0; i < kMaxSrc; ++i) {
+      const Tensor* s = n->src[i];
+      if (!s || !s->buffer || device.supports_operand(*n, i, s->buffer->type())) continue;
+      why = fmt::format("{} cannot read operand {} of {} from {} memory", device.name(), i, op_name(n->op),
+                        s->buffer->type().name());
+      return false;
+    }
   }
   return true;
 }
@@ -207,7 +223,7 @@ CaseResult run_case(Backend& backend, const Case& c, const RunHooks& hooks) {
     TensorAllocation inputs = allocate_tensors(leaves, type);
     for (Tensor* n : graph.nodes())
       if (n->view_src) Buffer::place_view(*n);
-    if (!supported(device, graph, r.message)) {  // now that operands have memory
+    if (!operands_readable(device, graph, r.message)) {  // now that operands have memory
       r.status = CaseStatus::Unsupported;
       return r;
     }

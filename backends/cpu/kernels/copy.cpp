@@ -163,7 +163,7 @@ void compute_cpy(const ComputeParams& p, Tensor& dst) {
 void compute_concat(const ComputeParams& p, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
-  const int dim = dst.param_i32(0);
+  const int dim = concat_params(dst).dim;
   const size_t el = traits(dst.type).type_size;
   const Range elems = split_range(dst.nelements(), p.ith, p.nth);
   for (int64_t k = elems.begin; k < elems.end; ++k) {

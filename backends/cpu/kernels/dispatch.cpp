@@ -1,42 +1,47 @@
+// The CPU's kernel table: which function runs each op. Leaves and views
+// (kOpTable) run nothing; every other op needs a row here.
+#include <array>
+
 #include "kernels.h"
 #include "loom/error.h"
 
 namespace loom::cpu {
+namespace {
+
+using Kernel = void (*)(const ComputeParams& p, Tensor& node, int phase);
+
+constexpr std::array<Kernel, kOpCount> kKernels = [] {
+  std::array<Kernel, kOpCount> k{};
+  auto set = [&k](Op op, Kernel f) { k[static_cast<size_t>(op)] = f; };
+  set(Op::GetRows, [](const ComputeParams& p, Tensor& n, int) { compute_get_rows(p, n); });
+  set(Op::SetRows, [](const ComputeParams& p, Tensor& n, int) { compute_set_rows(p, n); });
+  for (Op op : {Op::Cpy, Op::Cont}) set(op, [](const ComputeParams& p, Tensor& n, int) { compute_cpy(p, n); });
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div})
+    set(op, [](const ComputeParams& p, Tensor& n, int) { compute_binary(p, n); });
+  for (Op op : {Op::Scale, Op::Sqr, Op::Sqrt, Op::Silu, Op::Gelu, Op::Relu})
+    set(op, [](const ComputeParams& p, Tensor& n, int) { compute_unary(p, n); });
+  set(Op::SumRows, [](const ComputeParams& p, Tensor& n, int) { compute_sum_rows(p, n); });
+  set(Op::Argmax, [](const ComputeParams& p, Tensor& n, int) { compute_argmax(p, n); });
+  set(Op::Concat, [](const ComputeParams& p, Tensor& n, int) { compute_concat(p, n); });
+  for (Op op : {Op::RmsNorm, Op::Norm}) set(op, [](const ComputeParams& p, Tensor& n, int) { compute_norm(p, n); });
+  set(Op::Rope, [](const ComputeParams& p, Tensor& n, int) { compute_rope(p, n); });
+  set(Op::SoftMax, [](const ComputeParams& p, Tensor& n, int) { compute_soft_max(p, n); });
+  set(Op::MulMat, [](const ComputeParams& p, Tensor& n, int phase) { compute_mul_mat(p, n, phase); });
+  return k;
+}();
+
+constexpr bool every_kernel_op_has_a_kernel() {
+  for (const OpInfo& info : kOpTable)
+    if (op_has_kernel(info.op) != (kKernels[static_cast<size_t>(info.op)] != nullptr)) return false;
+  return true;
+}
+static_assert(every_kernel_op_has_a_kernel(), "every op of kOpTable that runs a kernel needs a CPU kernel here");
+
+}  // namespace
 
 bool kernel_supports(const Tensor& node) {
-  switch (node.op) {
-    case Op::None:
-    case Op::View:
-    case Op::Reshape:
-    case Op::Permute:
-    case Op::Transpose:
-    case Op::GetRows:
-    case Op::SetRows:
-    case Op::Cpy:
-    case Op::Cont:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Scale:
-    case Op::Sqr:
-    case Op::Sqrt:
-    case Op::Silu:
-    case Op::Gelu:
-    case Op::Relu:
-    case Op::SumRows:
-    case Op::Argmax:
-    case Op::Concat:
-    case Op::RmsNorm:
-    case Op::Norm:
-    case Op::Rope:
-    case Op::SoftMax:
-    case Op::MulMat:
-      return true;
-    case Op::Count:
-      break;
-  }
-  return false;
+  return static_cast<size_t>(node.op) < kOpCount &&
+         (!op_has_kernel(node.op) || kKernels[static_cast<size_t>(node.op)] != nullptr);
 }
 
 size_t kernel_work_size(const Tensor& node, int n_threads) {
@@ -52,38 +57,10 @@ int64_t kernel_tasks(const Tensor& node, int phase, int n_threads) {
 }
 
 void compute_node(const ComputeParams& p, Tensor& node, int phase) {
-  switch (node.op) {
-    case Op::None:
-    case Op::View:
-    case Op::Reshape:
-    case Op::Permute:
-    case Op::Transpose:
-      return;
-    case Op::GetRows: return compute_get_rows(p, node);
-    case Op::SetRows: return compute_set_rows(p, node);
-    case Op::Cpy:
-    case Op::Cont: return compute_cpy(p, node);
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div: return compute_binary(p, node);
-    case Op::Scale:
-    case Op::Sqr:
-    case Op::Sqrt:
-    case Op::Silu:
-    case Op::Gelu:
-    case Op::Relu: return compute_unary(p, node);
-    case Op::SumRows: return compute_sum_rows(p, node);
-    case Op::Argmax: return compute_argmax(p, node);
-    case Op::Concat: return compute_concat(p, node);
-    case Op::RmsNorm:
-    case Op::Norm: return compute_norm(p, node);
-    case Op::Rope: return compute_rope(p, node);
-    case Op::SoftMax: return compute_soft_max(p, node);
-    case Op::MulMat: return compute_mul_mat(p, node, phase);
-    case Op::Count: break;
-  }
-  fail("CPU: no kernel for op {} (tensor '{}')", op_name(node.op), node.name);
+  if (!op_has_kernel(node.op)) return;
+  const Kernel k = static_cast<size_t>(node.op) < kOpCount ? kKernels[static_cast<size_t>(node.op)] : nullptr;
+  if (!k) fail("CPU: no kernel for op {} (tensor '{}')", op_name(node.op), node.name);
+  k(p, node, phase);
 }
 
 }  // namespace loom::cpu

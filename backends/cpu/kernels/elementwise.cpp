@@ -80,7 +80,8 @@ void compute_binary(const ComputeParams& p, Tensor& dst) {
 void compute_unary(const ComputeParams& p, Tensor& dst) {
   switch (dst.op) {
     case Op::Scale: {
-      const float s = dst.param_f32(0), bias = dst.param_f32(1);
+      const ScaleParams sp = scale_params(dst);
+      const float s = sp.scale, bias = sp.bias;
       return unary_rows(p, dst, [s, bias](float x) { return x * s + bias; });
     }
     case Op::Sqr: return unary_rows(p, dst, [](float x) { return x * x; });

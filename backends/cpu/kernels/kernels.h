@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "loom/op_params.h"
 #include "loom/tensor.h"
 
 namespace loom::cpu {

@@ -17,7 +17,7 @@ inline int64_t row_i3(const Tensor& t, int64_t r) { return r / (t.ne[1] * t.ne[2
 
 void compute_norm(const ComputeParams& p, Tensor& dst) {
   const Tensor& a = *dst.src[0];
-  const float eps = dst.param_f32(0);
+  const float eps = norm_params(dst).eps;
   const int64_t n = a.ne[0];
   const Range rows = split_range(a.nrows(), p.ith, p.nth);
   if (dst.op == Op::RmsNorm && a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float)) {
@@ -52,9 +52,10 @@ void compute_norm(const ComputeParams& p, Tensor& dst) {
 void compute_rope(const ComputeParams& p, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor& pos = *dst.src[1];
-  const int n_dims = dst.param_i32(0);
-  const bool neox = dst.param_i32(1) == static_cast<int32_t>(RopeMode::NeoX);
-  const float base = dst.param_f32(2), freq_scale = dst.param_f32(3);
+  const RopeParams rp = rope_params(dst);
+  const int n_dims = rp.n_dims;
+  const bool neox = rp.mode == RopeMode::NeoX;
+  const float base = rp.freq_base, freq_scale = rp.freq_scale;
   const int64_t head_dim = a.ne[0];
   // inv_freq[k] = base^(-2k / n_dims), shared by every row.
   std::vector<float> inv_freq(n_dims / 2);
@@ -95,7 +96,7 @@ void compute_rope(const ComputeParams& p, Tensor& dst) {
 void compute_soft_max(const ComputeParams& p, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
-  const float scale = dst.param_f32(0);
+  const float scale = soft_max_params(dst).scale;
   const int64_t n = a.ne[0];
   std::vector<float> x(n), m(n);
   const Range rows = split_range(a.nrows(), p.ith, p.nth);

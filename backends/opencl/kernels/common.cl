@@ -1,12 +1,9 @@
 // Shared by every kernel. A tensor argument is four kernel arguments: the
 // buffer, the byte offset of the tensor in it, the element counts ne and the
-// byte strides nb (as in loom::Tensor). Types are the GGUF ids of loom::DType.
-#define T_F32 0
-#define T_F16 1
-#define T_Q4_0 2
-#define T_Q8_0 8
-#define T_I32 26
-#define T_BF16 30
+// byte strides nb (as in loom::Tensor). Type ids (T_F32, T_Q4_0, ...) and op
+// ids (OP_ADD, OP_SCALE, ...) are not written here: the host defines them from
+// loom::DType and loom::Op when it builds the program (kernel_defines() in
+// opencl_ops.cpp), so they always match.
 #define QK 32  // elements per Q8_0 / Q4_0 block
 #define Q8_0_BYTES 34
 #define Q4_0_BYTES 18

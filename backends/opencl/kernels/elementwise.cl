@@ -1,10 +1,6 @@
 // Element-wise kernels. Launched over (ne0, ne1, ne2 * ne3) of the result;
 // every operand is addressed through its strides, b broadcasts by modulo.
-#define BIN_ADD 0
-#define BIN_SUB 1
-#define BIN_MUL 2
-#define BIN_DIV 3
-
+// `op` is the loom::Op id (OP_*).
 kernel void k_binary(TENSOR(a), TENSOR(b), TENSOR(d), int op) {
   const long i0 = get_global_id(0), i1 = get_global_id(1), z = get_global_id(2);
   if (i0 >= d_ne.x) return;
@@ -12,19 +8,12 @@ kernel void k_binary(TENSOR(a), TENSOR(b), TENSOR(d), int op) {
   const float x = *(global const float*)ELEM(a, i0, i1, i2, i3);
   const float y = *(global const float*)ELEM(b, i0 % b_ne.x, i1 % b_ne.y, i2 % b_ne.z, i3 % b_ne.w);
   float r;
-  if (op == BIN_ADD) r = x + y;
-  else if (op == BIN_SUB) r = x - y;
-  else if (op == BIN_MUL) r = x * y;
+  if (op == OP_ADD) r = x + y;
+  else if (op == OP_SUB) r = x - y;
+  else if (op == OP_MUL) r = x * y;
   else r = x / y;
   *(global float*)ELEM(d, i0, i1, i2, i3) = r;
 }
-
-#define UN_SCALE 0
-#define UN_SQR 1
-#define UN_SQRT 2
-#define UN_SILU 3
-#define UN_GELU 4
-#define UN_RELU 5
 
 kernel void k_unary(TENSOR(a), TENSOR(d), int op, float p0, float p1) {
   const long i0 = get_global_id(0), i1 = get_global_id(1), z = get_global_id(2);
@@ -32,15 +21,15 @@ kernel void k_unary(TENSOR(a), TENSOR(d), int op, float p0, float p1) {
   const long i2 = z % d_ne.z, i3 = z / d_ne.z;
   const float x = *(global const float*)ELEM(a, i0, i1, i2, i3);
   float r;
-  if (op == UN_SCALE) {
+  if (op == OP_SCALE) {
     r = x * p0 + p1;
-  } else if (op == UN_SQR) {
+  } else if (op == OP_SQR) {
     r = x * x;
-  } else if (op == UN_SQRT) {
+  } else if (op == OP_SQRT) {
     r = sqrt(x);
-  } else if (op == UN_SILU) {
+  } else if (op == OP_SILU) {
     r = x / (1.0f + exp(-x));
-  } else if (op == UN_GELU) {
+  } else if (op == OP_GELU) {
     const float k = 0.7978845608028654f;  // sqrt(2 / pi)
     r = 0.5f * x * (1.0f + tanh(k * x * (1.0f + 0.044715f * x * x)));
   } else {

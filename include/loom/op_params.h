@@ -1,0 +1,59 @@
+// Typed op parameters. A node keeps its parameters as raw words
+// (Tensor::op_params); these accessors are the only code that encodes or
+// decodes them. Each struct belongs to the ops whose kOpTable row names its
+// kind, and an accessor used on another op throws (a programmer error).
+#pragma once
+
+#include <array>
+
+#include "loom/op.h"
+#include "loom/tensor.h"
+
+namespace loom {
+
+// scale: a * scale + bias
+struct ScaleParams {
+  float scale = 1.0f;
+  float bias = 0.0f;
+};
+
+// rms_norm and norm
+struct NormParams {
+  float eps = 0.0f;
+};
+
+struct RopeParams {
+  int32_t n_dims = 0;  // leading elements of each row that rotate (even); 0 means ne0
+  RopeMode mode = RopeMode::Normal;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+};
+
+// soft_max: softmax(a * scale + mask)
+struct SoftMaxParams {
+  float scale = 1.0f;
+};
+
+struct ConcatParams {
+  int32_t dim = 0;  // the joined dim
+};
+
+// permute and transpose: result dim axis[i] is a's dim i
+struct PermuteParams {
+  std::array<int32_t, 4> axis{0, 1, 2, 3};
+};
+
+ScaleParams scale_params(const Tensor& node);
+void set_scale_params(Tensor& node, const ScaleParams& p);
+NormParams norm_params(const Tensor& node);
+void set_norm_params(Tensor& node, const NormParams& p);
+RopeParams rope_params(const Tensor& node);
+void set_rope_params(Tensor& node, const RopeParams& p);
+SoftMaxParams soft_max_params(const Tensor& node);
+void set_soft_max_params(Tensor& node, const SoftMaxParams& p);
+ConcatParams concat_params(const Tensor& node);
+void set_concat_params(Tensor& node, const ConcatParams& p);
+PermuteParams permute_params(const Tensor& node);
+void set_permute_params(Tensor& node, const PermuteParams& p);
+
+}  // namespace loom
