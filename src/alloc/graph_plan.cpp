@@ -5,12 +5,12 @@
 #include <optional>
 #include <unordered_map>
 
+#include "loom/align.h"
 #include "loom/error.h"
 
 namespace loom::alloc_detail {
 namespace {
 
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 Tensor* root_of(Tensor* t) { return t->view_src ? t->view_src : t; }
 std::string label(const Tensor& t) { return t.name.empty() ? "(unnamed " + t.shape_string() + ")" : "'" + t.name + "'"; }
 

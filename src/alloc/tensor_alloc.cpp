@@ -1,11 +1,10 @@
 #include "loom/tensor_alloc.h"
 
+#include "loom/align.h"
 #include "loom/error.h"
 
 namespace loom {
 namespace {
-
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 std::string label(const Tensor& t) { return t.name.empty() ? "(unnamed " + t.shape_string() + ")" : "'" + t.name + "'"; }
 
