@@ -5,8 +5,6 @@
 namespace loom::opencl {
 namespace {
 
-const char* label(const Tensor& t) { return t.name.empty() ? "(unnamed)" : t.name.c_str(); }
-
 // The OpenCL buffer of t if it is this backend's device memory.
 OpenClBuffer* local_buffer(const OpenClBackend& backend, const Tensor& t) {
   OpenClBuffer* b = opencl_buffer_of(t);
@@ -14,9 +12,12 @@ OpenClBuffer* local_buffer(const OpenClBackend& backend, const Tensor& t) {
 }
 
 void check_range(const Tensor& t, size_t offset, size_t size, const char* what) {
-  if (!t.buffer) fail("{} tensor '{}' {}: it has no memory (not placed in a buffer)", what, label(t), t.shape_string());
+  if (!t.buffer)
+    fail("{} tensor {}: it has no memory (not placed in a buffer)", what,
+         tensor_label(t, TensorLabel::QuotedWithShape));
   if (offset > t.nbytes() || size > t.nbytes() - offset)
-    fail("{} tensor '{}': bytes [{}, {}) are outside its {} bytes", what, label(t), offset, offset + size, t.nbytes());
+    fail("{} tensor {}: bytes [{}, {}) are outside its {} bytes", what, tensor_label(t), offset, offset + size,
+         t.nbytes());
 }
 
 // A marker in a queue; waiting on it in another queue of the same context
@@ -81,24 +82,24 @@ int OpenClBackend::add_error_label(std::string message) {
 void OpenClBackend::compute(Graph& graph) {
   for (Tensor* node : graph.nodes()) {
     if (!device_.supports_op(*node))
-      fail("{}: cannot compute op {} (tensor '{}' {}): unsupported types or layout", device_.name(),
-           op_name(node->op), label(*node), node->shape_string());
+      fail("{}: cannot compute op {} (tensor {}): unsupported types or layout", device_.name(), op_name(node->op),
+           tensor_label(*node, TensorLabel::QuotedWithShape));
     // Kernels read and write only memory this device can use.
     if (node->buffer && !device_.supports_buffer_type(node->buffer->type()))
-      fail("{}: tensor '{}' ({}) is in {} memory, which {} cannot write", device_.name(), label(*node),
+      fail("{}: tensor {} ({}) is in {} memory, which {} cannot write", device_.name(), tensor_label(*node),
            op_name(node->op), node->buffer->type().name(), device_.name());
     for (int i = 0; i < kMaxSrc; ++i) {
       const Tensor* s = node->src[i];
       if (s && s->buffer && !device_.supports_operand(*node, i, s->buffer->type()))
-        fail("{}: operand '{}' of '{}' ({}) is in {} memory, which {} cannot read", device_.name(), label(*s),
-             label(*node), op_name(node->op), s->buffer->type().name(), device_.name());
+        fail("{}: operand {} of {} ({}) is in {} memory, which {} cannot read", device_.name(), tensor_label(*s),
+             tensor_label(*node), op_name(node->op), s->buffer->type().name(), device_.name());
     }
     if (!node->data && node->nbytes() > 0)
-      fail("{}: tensor '{}' {} has no memory; allocate the graph first", device_.name(), label(*node),
-           node->shape_string());
+      fail("{}: tensor {} has no memory; allocate the graph first", device_.name(),
+           tensor_label(*node, TensorLabel::QuotedWithShape));
     for (const Tensor* s : node->src)
       if (s && !s->data && s->nbytes() > 0)
-        fail("{}: operand '{}' of '{}' has no memory", device_.name(), label(*s), label(*node));
+        fail("{}: operand {} of {} has no memory", device_.name(), tensor_label(*s), tensor_label(*node));
   }
   for (Tensor* node : graph.nodes()) {
     if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
@@ -113,7 +114,7 @@ void OpenClBackend::set_tensor_async(Tensor& t, const void* data, size_t offset,
   check_range(t, offset, size, "write to");
   if (size == 0) return;
   check(clEnqueueWriteBuffer(queue(), b->mem(), CL_FALSE, b->offset_in(t) + offset, size, data, 0, nullptr, nullptr),
-        fmt::format("writing {} bytes to tensor '{}' on {}", size, label(t), device_.name()));
+        fmt::format("writing {} bytes to tensor {} on {}", size, tensor_label(t), device_.name()));
 }
 
 void OpenClBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) {
@@ -122,7 +123,7 @@ void OpenClBackend::get_tensor_async(const Tensor& t, void* data, size_t offset,
   check_range(t, offset, size, "read from");
   if (size == 0) return;
   check(clEnqueueReadBuffer(queue(), b->mem(), CL_FALSE, b->offset_in(t) + offset, size, data, 0, nullptr, nullptr),
-        fmt::format("reading {} bytes from tensor '{}' on {}", size, label(t), device_.name()));
+        fmt::format("reading {} bytes from tensor {} on {}", size, tensor_label(t), device_.name()));
 }
 
 bool OpenClBackend::copy_tensor_async(const Tensor& src, Tensor& dst) {
@@ -157,7 +158,7 @@ bool OpenClBackend::copy_tensor_async(const Tensor& src, Tensor& dst) {
                                             static_cast<cl_uint>(waits.size()), waits.empty() ? nullptr : waits.data(),
                                             nullptr);
   for (cl_event e : waits) clReleaseEvent(e);
-  check(status, fmt::format("copying tensor '{}' ({} bytes) from {} to {}", label(src), n, sb->cl_device().name(),
+  check(status, fmt::format("copying tensor {} ({} bytes) from {} to {}", tensor_label(src), n, sb->cl_device().name(),
                             db->cl_device().name()));
   return true;
 }

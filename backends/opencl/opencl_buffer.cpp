@@ -10,8 +10,6 @@
 namespace loom::opencl {
 namespace {
 
-const char* label(const Tensor& t) { return t.name.empty() ? "(unnamed)" : t.name.c_str(); }
-
 // Address space only: no memory is committed and any access faults.
 void* reserve_addresses(size_t size, std::string_view type_name) {
   void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -101,20 +99,20 @@ OpenClDevice& OpenClBuffer::cl_device() const { return static_cast<OpenClBufferT
 void OpenClBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t size) {
   check(clEnqueueWriteBuffer(cl_device().queue(), mem(), CL_TRUE, offset_in(t) + offset, size, data, 0, nullptr,
                              nullptr),
-        fmt::format("writing {} bytes to tensor '{}' on {}", size, label(t), cl_device().name()));
+        fmt::format("writing {} bytes to tensor {} on {}", size, tensor_label(t), cl_device().name()));
 }
 
 void OpenClBuffer::get_tensor(const Tensor& t, void* data, size_t offset, size_t size) {
   check(clEnqueueReadBuffer(cl_device().queue(), mem(), CL_TRUE, offset_in(t) + offset, size, data, 0, nullptr,
                             nullptr),
-        fmt::format("reading {} bytes from tensor '{}' on {}", size, label(t), cl_device().name()));
+        fmt::format("reading {} bytes from tensor {} on {}", size, tensor_label(t), cl_device().name()));
 }
 
 void OpenClBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) {
   cl_command_queue q = cl_device().queue();
   check(clEnqueueFillBuffer(q, mem(), &value, 1, offset_in(t) + offset, size, 0, nullptr, nullptr),
-        fmt::format("filling {} bytes of tensor '{}' on {}", size, label(t), cl_device().name()));
-  check(clFinish(q), fmt::format("filling tensor '{}' on {}", label(t), cl_device().name()));
+        fmt::format("filling {} bytes of tensor {} on {}", size, tensor_label(t), cl_device().name()));
+  check(clFinish(q), fmt::format("filling tensor {} on {}", tensor_label(t), cl_device().name()));
 }
 
 bool OpenClBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
@@ -131,9 +129,9 @@ bool OpenClBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
   if (sb->cl_device().queue() != q)
     check(clFinish(sb->cl_device().queue()), fmt::format("waiting for {}", sb->cl_device().name()));
   check(clEnqueueCopyBuffer(q, sb->mem(), mem(), sb->offset_in(src), offset_in(dst), n, 0, nullptr, nullptr),
-        fmt::format("copying tensor '{}' ({} bytes, {}) to '{}' on {}", label(src), n, sb->cl_device().name(),
-                    label(dst), cl_device().name()));
-  check(clFinish(q), fmt::format("copying tensor '{}' to {}", label(src), cl_device().name()));
+        fmt::format("copying tensor {} ({} bytes, {}) to {} on {}", tensor_label(src), n, sb->cl_device().name(),
+                    tensor_label(dst), cl_device().name()));
+  check(clFinish(q), fmt::format("copying tensor {} to {}", tensor_label(src), cl_device().name()));
   return true;
 }
 

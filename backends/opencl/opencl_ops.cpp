@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "loom/align.h"
 #include "loom/error.h"
 #include "loom/op_params.h"
 #include "opencl_backend.h"
@@ -60,8 +61,6 @@ class Args {
   const char* name_;
   cl_uint i_ = 0;
 };
-
-size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 }  // namespace
 
@@ -138,7 +137,7 @@ void OpenClBackend::enqueue_node(Tensor& node) {
   auto launch = [&](cl_kernel k, const char* name, int64_t g0, int64_t g1, int64_t g2) {
     if (g0 <= 0 || g1 <= 0 || g2 <= 0) return;
     const size_t local[3] = {local_for(g0), 1, 1};
-    const size_t global[3] = {round_up(static_cast<size_t>(g0), local[0]), static_cast<size_t>(g1),
+    const size_t global[3] = {align_up(static_cast<size_t>(g0), local[0]), static_cast<size_t>(g1),
                               static_cast<size_t>(g2)};
     check(clEnqueueNDRangeKernel(queue(), k, 3, nullptr, global, local, 0, nullptr, nullptr),
           fmt::format("{}: running kernel {} for '{}' {}", device_.name(), name, node.name, node.shape_string()));

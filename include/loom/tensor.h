@@ -65,4 +65,13 @@ struct Tensor {
 // Sets contiguous strides for the tensor's type and shape.
 void set_contiguous_strides(Tensor& t);
 
+// How a tensor is named in messages, reports and graph drawings, the same
+// everywhere; a tensor without a name is known by its shape.
+enum class TensorLabel {
+  Quoted,           // 'name', or (unnamed [4, 3, 1, 1] f32): error messages
+  QuotedWithShape,  // 'name' [4, 3, 1, 1] f32, or (unnamed [4, 3, 1, 1] f32)
+  Bare,             // name, or ([4, 3, 1, 1] f32): report tables and graph drawings
+};
+std::string tensor_label(const Tensor& t, TensorLabel style = TensorLabel::Quoted);
+
 }  // namespace loom

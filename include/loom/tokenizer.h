@@ -5,9 +5,6 @@
 // the text into words, each word's bytes map to printable code points and
 // merge by rank). Control, unknown and user-defined tokens written in the
 // text are matched first (control/unknown only when parse_special is on).
-//
-// Also the vocabulary generator `loom make-model` uses: a deterministic,
-// self-consistent vocabulary learned from a built-in English text.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +18,6 @@ namespace loom {
 
 namespace gguf {
 class File;
-class Writer;
 }  // namespace gguf
 
 // tokenizer.ggml.token_type values.
@@ -95,30 +91,5 @@ class Tokenizer {
 // The words a BPE pre-tokenizer splits text into (before the byte-level
 // mapping); each word is then merged on its own.
 std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text);
-
-// Styles of generated vocabulary.
-enum class TokenizerStyle {
-  Spm,        // "llama": <unk> <s> </s>, 256 byte tokens, scored pieces, "▁"
-  Bpe,        // "gpt2" with pre-tokenizer "gpt-2"
-  BpeLlama3,  // "gpt2" with pre-tokenizer "llama-bpe"
-  BpeQwen2,   // "gpt2" with pre-tokenizer "qwen2"
-};
-
-// "spm" (or "llama"), "bpe" (or "gpt2", "bpe-gpt2"), "bpe-llama3", "bpe-qwen2".
-TokenizerStyle parse_tokenizer_style(std::string_view name);
-std::string_view tokenizer_style_name(TokenizerStyle style);
-// The smallest n_vocab a style can be generated with.
-int min_vocab_size(TokenizerStyle style);
-
-// Writes tokenizer.ggml.* keys for a complete vocabulary of exactly n_vocab
-// tokens, learned from a built-in English text (deterministic: the same
-// arguments always give the same vocabulary). SPM: <unk>, <s>, </s>,
-// <0x00>..<0xFF>, then pieces; BPE: the 256 byte symbols, learned merges,
-// <|begin_of_text|> and <|end_of_text|>. Left-over slots become unused
-// (SPM) or reserved control (BPE) tokens. Throws when n_vocab is too small.
-void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_vocab);
-
-// The built-in text the vocabularies are learned from.
-std::string_view vocab_training_text();
 
 }  // namespace loom

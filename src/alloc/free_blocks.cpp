@@ -3,6 +3,7 @@
 #include <limits>
 #include <tuple>
 
+#include "loom/align.h"
 #include "loom/error.h"
 #include "loom/graph_alloc.h"
 
@@ -21,7 +22,7 @@ FreeBlockAllocator::Addr FreeBlockAllocator::alloc(size_t size) {
   if (size == 0) fail("free-block allocator: zero-byte allocation");
   if (size > max_)
     fail("free-block allocator: {} bytes exceed the largest chunk ({} bytes)", size, max_);
-  size = (size + alignment_ - 1) / alignment_ * alignment_;
+  size = align_up(size, alignment_);
   // Score: (growth of the chunk, bytes of the block below the high-water mark).
   using Score = std::tuple<size_t, size_t>;
   Score best{std::numeric_limits<size_t>::max(), std::numeric_limits<size_t>::max()};
@@ -56,7 +57,7 @@ FreeBlockAllocator::Addr FreeBlockAllocator::alloc(size_t size) {
 }
 
 void FreeBlockAllocator::free(Addr addr, size_t size) {
-  size = (size + alignment_ - 1) / alignment_ * alignment_;
+  size = align_up(size, alignment_);
   if (addr.chunk >= chunks_.size() || addr.offset + size > chunks_[addr.chunk].high_water)
     fail("free-block allocator: free of {} bytes at chunk {} offset {} is outside the allocated memory", size,
          addr.chunk, addr.offset);

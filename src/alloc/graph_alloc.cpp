@@ -42,8 +42,6 @@ bool debug_enabled() {
   return env && *env && std::strcmp(env, "0") != 0;
 }
 
-std::string name_of(const Tensor& t) { return t.name.empty() ? fmt::format("({})", t.shape_string()) : t.name; }
-
 // The same blocks in the same order with the same lifetimes, none larger:
 // the reserved offsets are valid for this graph.
 bool fits_reserved(const Analysis& reserved, const Analysis& now) {
@@ -211,7 +209,7 @@ void GraphAllocator::publish(const Planned& p) {
     PlannedBlock pb;
     for (Tensor* m : b.members) {
       pb.tensors.push_back(m);
-      pb.names.push_back(name_of(*m));
+      pb.names.push_back(tensor_label(*m, TensorLabel::Bare));
     }
     pb.starts = b.starts;
     pb.type = b.type;

@@ -5,14 +5,13 @@
 #include <optional>
 #include <unordered_map>
 
+#include "loom/align.h"
 #include "loom/error.h"
 
 namespace loom::alloc_detail {
 namespace {
 
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 Tensor* root_of(Tensor* t) { return t->view_src ? t->view_src : t; }
-std::string label(const Tensor& t) { return t.name.empty() ? "(unnamed " + t.shape_string() + ")" : "'" + t.name + "'"; }
 
 struct Interval {
   size_t first = 0, last = 0;
@@ -38,7 +37,7 @@ class Analyzer {
   size_t type_of(const Tensor& t) const {
     const size_t type = assign_ ? assign_(t) : 0;
     if (type >= types_.size())
-      fail("graph allocator: tensor {} is assigned buffer type {}, but only {} types were given", label(t), type,
+      fail("graph allocator: tensor {} is assigned buffer type {}, but only {} types were given", tensor_label(t), type,
            types_.size());
     return type;
   }
@@ -57,10 +56,11 @@ class Analyzer {
       for (Tensor* n : schedule_.groups[g]) {
         if (!n) fail("graph allocator: group {} of the schedule holds a null node", g);
         if (!step_of_.emplace(n, g).second)
-          fail("graph allocator: node {} appears twice in the schedule (group {})", label(*n), g);
+          fail("graph allocator: node {} appears twice in the schedule (group {})", tensor_label(*n), g);
       }
     for (Tensor* n : graph_.nodes())
-      if (!step_of_.count(n)) fail("graph allocator: node {} of the graph is missing from the schedule", label(*n));
+      if (!step_of_.count(n))
+        fail("graph allocator: node {} of the graph is missing from the schedule", tensor_label(*n));
     if (step_of_.size() != graph_.nodes().size())
       fail("graph allocator: the schedule has {} nodes, the graph {}", step_of_.size(), graph_.nodes().size());
     for (size_t g = 0; g < schedule_.groups.size(); ++g)
@@ -71,7 +71,7 @@ class Analyzer {
           if (it != step_of_.end() && it->second >= g)
             fail("graph allocator: node {} (group {}) reads {} which runs in group {}; a node must come after its "
                  "operands",
-                 label(*n), g, label(*s), it->second);
+                 tensor_label(*n), g, tensor_label(*s), it->second);
         }
   }
 
@@ -90,8 +90,8 @@ class Analyzer {
     if (!planned(r)) return;
     auto it = intervals_.find(r);
     if (it == intervals_.end())
-      fail("graph allocator: {} reads {} whose memory {} is neither placed nor produced by the graph", label(*reader),
-           label(*t), label(*r));
+      fail("graph allocator: {} reads {} whose memory {} is neither placed nor produced by the graph",
+           tensor_label(*reader), tensor_label(*t), tensor_label(*r));
     it->second.last = std::max(it->second.last, step);
   }
 
@@ -137,8 +137,8 @@ class Analyzer {
     BufferType& bt = *types_[type];
     const size_t size = align_up(bt.alloc_size(t), bt.alignment());
     if (size > bt.max_size())
-      fail("graph allocator: tensor {} {} needs {} bytes, more than the largest {} allocation ({} bytes)", label(t),
-           t.shape_string(), size, bt.name(), bt.max_size());
+      fail("graph allocator: tensor {} {} needs {} bytes, more than the largest {} allocation ({} bytes)",
+           tensor_label(t), t.shape_string(), size, bt.name(), bt.max_size());
     return size;
   }
 

@@ -1,13 +1,10 @@
 #include "loom/tensor_alloc.h"
 
+#include "loom/align.h"
 #include "loom/error.h"
 
 namespace loom {
 namespace {
-
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-std::string label(const Tensor& t) { return t.name.empty() ? "(unnamed " + t.shape_string() + ")" : "'" + t.name + "'"; }
 
 // Views last: their sources have memory now (views of views resolve to the root).
 void place_views(std::span<Tensor* const> tensors, TensorAllocation& result) {
@@ -45,7 +42,7 @@ TensorAllocation allocate_tensors(std::span<Tensor* const> tensors, BufferType& 
     if (t->view_src || t->buffer || t->nbytes() == 0) continue;
     const size_t need = type.alloc_size(*t);
     if (need > max)
-      fail("tensor {} {} needs {} bytes, more than the largest {} allocation ({} bytes)", label(*t),
+      fail("tensor {} {} needs {} bytes, more than the largest {} allocation ({} bytes)", tensor_label(*t),
            t->shape_string(), need, type.name(), max);
     size_t offset = align_up(chunks.back().size, align);
     if (offset > max || need > max - offset) {
@@ -69,7 +66,7 @@ TensorAllocation allocate_tensors(std::span<Tensor* const> tensors, BufferType& 
     buffers.push_back(alloc_buffer_or_throw(
         type, c.size,
         fmt::format("tensor allocator: {} tensors (first {}, buffer {} of {}, {} bytes in all so far)", c.placed.size(),
-                    label(*c.placed.front().first), i + 1, chunks.size(), result.total_bytes + c.size)));
+                    tensor_label(*c.placed.front().first), i + 1, chunks.size(), result.total_bytes + c.size)));
     result.total_bytes += c.size;
   }
   for (size_t i = 0; i < chunks.size(); ++i) {

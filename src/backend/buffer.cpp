@@ -7,10 +7,6 @@
 namespace loom {
 namespace {
 
-std::string tensor_label(const Tensor& t) {
-  return t.name.empty() ? fmt::format("(unnamed {})", t.shape_string()) : fmt::format("'{}'", t.name);
-}
-
 // What a zero-byte request gets: no memory, but a valid buffer that can hold
 // zero-byte tensors. The one place that handles zero-size allocations.
 class EmptyBuffer final : public Buffer {

@@ -10,13 +10,12 @@
 namespace loom {
 namespace {
 
-const char* label(const Tensor& t) { return t.name.empty() ? "(unnamed)" : t.name.c_str(); }
-
 Buffer& checked_buffer(const Tensor& t, size_t offset, size_t size, const char* what) {
-  if (!t.buffer) fail("{} tensor '{}' {}: it has no memory (not placed in a buffer)", what, label(t),
-                      t.shape_string());
+  if (!t.buffer)
+    fail("{} tensor {}: it has no memory (not placed in a buffer)", what,
+         tensor_label(t, TensorLabel::QuotedWithShape));
   if (offset > t.nbytes() || size > t.nbytes() - offset)
-    fail("{} tensor '{}': bytes [{}, {}) are outside its {} bytes", what, label(t), offset, offset + size,
+    fail("{} tensor {}: bytes [{}, {}) are outside its {} bytes", what, tensor_label(t), offset, offset + size,
          t.nbytes());
   return *t.buffer;
 }
@@ -40,8 +39,8 @@ void tensor_memset(Tensor& t, uint8_t value, size_t offset, size_t size) {
 
 void tensor_copy(const Tensor& src, Tensor& dst) {
   if (src.type != dst.type || src.ne != dst.ne || src.nbytes() != dst.nbytes())
-    fail("copy '{}' {} -> '{}' {}: type or shape differ", label(src), src.shape_string(), label(dst),
-         dst.shape_string());
+    fail("copy {} -> {}: type or shape differ", tensor_label(src, TensorLabel::QuotedWithShape),
+         tensor_label(dst, TensorLabel::QuotedWithShape));
   const size_t n = src.nbytes();
   Buffer& sb = checked_buffer(src, 0, n, "copy from");
   Buffer& db = checked_buffer(dst, 0, n, "copy to");
@@ -90,9 +89,9 @@ std::vector<float> tensor_to_floats(const Tensor& t) {
 
 void tensor_from_floats(Tensor& t, const std::vector<float>& values) {
   if (static_cast<int64_t>(values.size()) != t.nelements())
-    fail("tensor '{}' {} has {} elements, {} values given", label(t), t.shape_string(), t.nelements(),
+    fail("tensor {} has {} elements, {} values given", tensor_label(t, TensorLabel::QuotedWithShape), t.nelements(),
          values.size());
-  if (!t.is_contiguous()) fail("tensor '{}' {} is not contiguous", label(t), t.shape_string());
+  if (!t.is_contiguous()) fail("tensor {} is not contiguous", tensor_label(t, TensorLabel::QuotedWithShape));
   std::vector<uint8_t> raw(t.nbytes());
   if (t.type == DType::I32) {
     for (size_t i = 0; i < values.size(); ++i) {

@@ -5,16 +5,13 @@
 namespace loom {
 namespace {
 
-std::string describe(const Tensor* t) {
-  return t->name.empty() ? t->shape_string() : fmt::format("'{}' {}", t->name, t->shape_string());
-}
-
 void require(bool ok, Op op, std::string_view what, const Tensor* a, const Tensor* b = nullptr) {
   if (ok) return;
+  constexpr TensorLabel kStyle = TensorLabel::QuotedWithShape;
   if (b)
-    fail("{}: {} (a = {}, b = {})", op_name(op), what, describe(a), describe(b));
+    fail("{}: {} (a = {}, b = {})", op_name(op), what, tensor_label(*a, kStyle), tensor_label(*b, kStyle));
   else
-    fail("{}: {} (a = {})", op_name(op), what, describe(a));
+    fail("{}: {} (a = {})", op_name(op), what, tensor_label(*a, kStyle));
 }
 
 void require_nonnull(Op op, std::initializer_list<const Tensor*> ts) {

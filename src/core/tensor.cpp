@@ -44,6 +44,18 @@ std::string Tensor::shape_string() const {
   return fmt::format("[{}, {}, {}, {}] {}", ne[0], ne[1], ne[2], ne[3], type_name(type));
 }
 
+std::string tensor_label(const Tensor& t, TensorLabel style) {
+  if (t.name.empty())
+    return style == TensorLabel::Bare ? fmt::format("({})", t.shape_string())
+                                      : fmt::format("(unnamed {})", t.shape_string());
+  switch (style) {
+    case TensorLabel::Quoted: return fmt::format("'{}'", t.name);
+    case TensorLabel::QuotedWithShape: return fmt::format("'{}' {}", t.name, t.shape_string());
+    case TensorLabel::Bare: return t.name;
+  }
+  return t.name;
+}
+
 void set_contiguous_strides(Tensor& t) {
   const TypeTraits& tt = traits(t.type);
   t.nb[0] = tt.type_size;

@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "loom/align.h"
 #include "loom/error.h"
 #include "loom/gguf.h"
 
@@ -238,7 +239,7 @@ void File::parse() {
       fail("{}: tensor '{}' offset {} is not a multiple of the alignment {}", p, t.name, t.offset, alignment_);
     tensors_.push_back(std::move(t));
   }
-  data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  data_offset_ = align_up(c.pos(), alignment_);
   const uint64_t data_size = file_size_ >= data_offset_ ? file_size_ - data_offset_ : 0;
   if (!tensors_.empty() && file_size_ < data_offset_)
     fail("{}: truncated file: the data section starts at {}, past the end ({} bytes)", p, data_offset_, file_size_);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "loom/align.h"
 #include "loom/error.h"
 #include "loom/gguf.h"
 
@@ -136,7 +137,7 @@ void Writer::write(const std::string& path) const {
       for (int64_t n : t.ne) s.put<uint64_t>(static_cast<uint64_t>(n));
       s.put<uint32_t>(t.type);
       s.put<uint64_t>(offset);
-      offset += (t.size + align - 1) / align * align;
+      offset += align_up(t.size, align);
     }
     s.pad_to(align);
     std::vector<uint8_t> scratch;

@@ -42,8 +42,8 @@ class Assigner {
       p_.because[i] = r;
       if (p_.computes[i] && (p_.backend[i] == kNone || !supports(p_.backend[i], *p_.tensors[i])))
         fail("scheduler: op {} of tensor {} {} writes into the memory of {}, but {} cannot run it",
-             op_name(p_.tensors[i]->op), label(*p_.tensors[i]), p_.tensors[i]->shape_string(),
-             label(*p_.tensors[r]), backend_name(p_.backend[i]));
+             op_name(p_.tensors[i]->op), tensor_label(*p_.tensors[i]), p_.tensors[i]->shape_string(),
+             tensor_label(*p_.tensors[r]), backend_name(p_.backend[i]));
     }
   }
 
@@ -53,7 +53,8 @@ class Assigner {
     if (!t->view_src) return i;
     auto it = p_.index.find(t->view_src);
     if (it == p_.index.end())
-      fail("scheduler: view {} has a source {} that is not part of the graph", label(*t), label(*t->view_src));
+      fail("scheduler: view {} has a source {} that is not part of the graph", tensor_label(*t),
+           tensor_label(*t->view_src));
     return it->second;
   }
   std::string_view backend_name(size_t b) const { return b == kNone ? "no backend" : ctx_.backends[b]->name(); }
@@ -116,7 +117,7 @@ class Assigner {
     const Tensor& t = *p_.tensors[i];
     if (auto it = ctx_.user->find(&t); it != ctx_.user->end()) {
       if (!supports(it->second, t))
-        fail("scheduler: tensor {} (op {}, {}) is assigned to {}, which cannot run it", label(t), op_name(t.op),
+        fail("scheduler: tensor {} (op {}, {}) is assigned to {}, which cannot run it", tensor_label(t), op_name(t.op),
              t.shape_string(), backend_name(it->second));
       pin(i, it->second, Placement::User, kNone);
       return;
@@ -131,7 +132,7 @@ class Assigner {
         if (device(b).supports_buffer_type(type) && supports(b, t)) return pin(i, b, Placement::Weight, root_index(i));
       fail("scheduler: no backend can run op {} of tensor {} {}: it writes into {} memory ({}), and no backend that "
            "can use that memory supports the op",
-           op_name(t.op), label(t), t.shape_string(), type.name(), label(*t.view_src));
+           op_name(t.op), tensor_label(t), t.shape_string(), type.name(), tensor_label(*t.view_src));
     }
     // The first operand whose memory was placed by someone else decides.
     for (const Tensor* s : t.src) {
@@ -305,8 +306,8 @@ class Assigner {
     std::string tried, operands;
     for (size_t b = 0; b < ctx_.backends.size(); ++b) tried += fmt::format("{}{}", b ? ", " : "", backend_name(b));
     for (const Tensor* s : t.src)
-      if (s) operands += fmt::format(" {} {}", label(*s), s->shape_string());
-    fail("scheduler: no backend supports op {} of tensor {} {} (tried {}; operands:{})", op_name(t.op), label(t),
+      if (s) operands += fmt::format(" {} {}", tensor_label(*s), s->shape_string());
+    fail("scheduler: no backend supports op {} of tensor {} {} (tried {}; operands:{})", op_name(t.op), tensor_label(t),
          t.shape_string(), tried, operands);
   }
 
@@ -339,7 +340,7 @@ void describe_graph(Scheduler::Plan& plan, const Graph& graph, const AssignConte
   auto index_of = [&](const Tensor* t) -> uint64_t {
     if (!t) return kNone;
     auto it = plan.index.find(t);
-    if (it == plan.index.end()) fail("scheduler: tensor {} is read but is not part of the graph", label(*t));
+    if (it == plan.index.end()) fail("scheduler: tensor {} is read but is not part of the graph", tensor_label(*t));
     return it->second;
   };
   for (size_t i = 0; i < plan.tensors.size(); ++i) {

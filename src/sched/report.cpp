@@ -22,8 +22,6 @@ std::string human_bytes(size_t n) {
   return fmt::format("{} B", n);
 }
 
-std::string name_of(const Tensor& t) { return t.name.empty() ? "(" + t.shape_string() + ")" : t.name; }
-
 }  // namespace
 
 void Scheduler::publish_report() {
@@ -54,7 +52,7 @@ void Scheduler::publish_report() {
     for (size_t c : split.inputs) {
       const Tensor& src = *p.tensors[p.inputs[c].source];
       const BufferType* from = sched_detail::memory_type(p, rt_->ctx, p.inputs[c].source);
-      s.inputs.push_back({name_of(src), from ? std::string(from->name()) : "?", src.nbytes()});
+      s.inputs.push_back({tensor_label(src, TensorLabel::Bare), from ? std::string(from->name()) : "?", src.nbytes()});
       s.copy_bytes += src.nbytes();
     }
     report_.n_copies += s.inputs.size();
@@ -102,7 +100,7 @@ void Scheduler::print_debug() const {
   const Plan& p = *plan_;
   auto why = [&](size_t i) -> std::string {
     const Tensor& t = *p.tensors[i];
-    const std::string cause = p.because[i] == kNone ? "" : name_of(*p.tensors[p.because[i]]);
+    const std::string cause = p.because[i] == kNone ? "" : tensor_label(*p.tensors[p.because[i]], TensorLabel::Bare);
     const Tensor* root = p.because[i] == kNone ? nullptr : p.tensors[p.because[i]];
     const std::string where = root && root->buffer ? std::string(root->buffer->type().name()) : "";
     switch (p.why[i]) {
@@ -119,15 +117,16 @@ void Scheduler::print_debug() const {
     std::string inputs;
     for (size_t c : split.inputs) {
       const Tensor& src = *p.tensors[p.inputs[c].source];
-      inputs += fmt::format(" [{} {}]", name_of(src), human_bytes(src.nbytes()));
+      inputs += fmt::format(" [{} {}]", tensor_label(src, TensorLabel::Bare), human_bytes(src.nbytes()));
     }
     out += fmt::format("## SPLIT #{}: {} # {} nodes, {} inputs:{}\n", k++, backends_[split.backend]->name(),
                        split.nodes.size(), split.inputs.size(), inputs);
     if (debug_ < 2) continue;
     for (size_t i : split.nodes) {
       const Tensor& t = *p.tensors[i];
-      out += fmt::format("  node {:5} {:<24} {:<10} {:<28} {:<8} ({})\n", i - p.n_leafs, name_of(t), op_name(t.op),
-                         t.shape_string(), backends_[p.backend[i]]->name(), why(i));
+      out += fmt::format("  node {:5} {:<24} {:<10} {:<28} {:<8} ({})\n", i - p.n_leafs,
+                         tensor_label(t, TensorLabel::Bare), op_name(t.op), t.shape_string(),
+                         backends_[p.backend[i]]->name(), why(i));
     }
   }
   if (debug_ >= 2) {
@@ -135,7 +134,8 @@ void Scheduler::print_debug() const {
     for (size_t i = 0; i < p.tensors.size(); ++i) {
       if (p.computes[i]) continue;
       const Tensor& t = *p.tensors[i];
-      out += fmt::format("  {} {:<24} {:<10} {:<8} ({})\n", p.is_leaf(i) ? "leaf" : "view", name_of(t), op_name(t.op),
+      out += fmt::format("  {} {:<24} {:<10} {:<8} ({})\n", p.is_leaf(i) ? "leaf" : "view",
+                         tensor_label(t, TensorLabel::Bare), op_name(t.op),
                          p.backend[i] == kNone ? "-" : backends_[p.backend[i]]->name(), why(i));
     }
   }
@@ -169,14 +169,16 @@ void Scheduler::write_dot(const std::string& path) const {
     out << fmt::format("  subgraph cluster_{} {{ label=\"split {}: {} ({} nodes)\";\n", k, k,
                        esc(std::string(backends_[split.backend]->name())), split.nodes.size());
     for (size_t i : split.nodes)
-      out << fmt::format("    t{} [label=\"{}\\n{}\", fillcolor=\"{}\"];\n", i, esc(name_of(*p.tensors[i])),
-                         op_name(p.tensors[i]->op), color(split.backend));
+      out << fmt::format("    t{} [label=\"{}\\n{}\", fillcolor=\"{}\"];\n", i,
+                         esc(tensor_label(*p.tensors[i], TensorLabel::Bare)), op_name(p.tensors[i]->op),
+                         color(split.backend));
     out << "  }\n";
   }
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     if (p.computes[i]) continue;
-    out << fmt::format("  t{} [label=\"{}\", shape={}, fillcolor=\"{}\"];\n", i, esc(name_of(*p.tensors[i])),
-                       p.is_leaf(i) ? "box" : "ellipse", color(p.backend[i]));
+    out << fmt::format("  t{} [label=\"{}\", shape={}, fillcolor=\"{}\"];\n", i,
+                       esc(tensor_label(*p.tensors[i], TensorLabel::Bare)), p.is_leaf(i) ? "box" : "ellipse",
+                       color(p.backend[i]));
   }
   std::vector<std::vector<size_t>> copied(p.tensors.size());  // node -> copy ids it reads
   for (const auto& split : p.splits)

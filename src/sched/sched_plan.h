@@ -23,9 +23,6 @@ inline constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
 inline Tensor* root_of(Tensor* t) { return t->view_src ? t->view_src : t; }
 inline const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
-inline std::string label(const Tensor& t) {
-  return t.name.empty() ? "(unnamed " + t.shape_string() + ")" : "'" + t.name + "'";
-}
 
 // One copy of a tensor into a backend's memory, made by the first split on
 // that backend that reads it.

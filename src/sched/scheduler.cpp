@@ -18,7 +18,6 @@
 namespace loom {
 
 using sched_detail::kNone;
-using sched_detail::label;
 
 
 std::string_view placement_name(Placement p) {
@@ -103,7 +102,7 @@ void Scheduler::set_backend(const Tensor* t, Backend* backend) {
       user_[t] = b;
       return;
     }
-  fail("scheduler: set_backend({}): backend {} is not one of the scheduler's", t ? label(*t) : "null",
+  fail("scheduler: set_backend({}): backend {} is not one of the scheduler's", t ? tensor_label(*t) : "null",
        backend ? backend->name() : "null");
 }
 
@@ -166,7 +165,7 @@ void Scheduler::build_plan(Graph& graph, bool for_reserve) {
     if (auto it = p.index.find(&t); it != p.index.end()) {
       const size_t r = t.view_src ? p.index.at(t.view_src) : it->second;
       const size_t b = p.backend[r];
-      if (b == kNone) fail("scheduler: tensor {} needs memory, but no backend can use its source's", label(t));
+      if (b == kNone) fail("scheduler: tensor {} needs memory, but no backend can use its source's", tensor_label(t));
       return rt.type_of_backend[b];
     }
     return p.copy_type.at(&t);

@@ -8,9 +8,9 @@
 #include "loom/error.h"
 #include "loom/gguf.h"
 #include "loom/llama.h"
-#include "loom/model_gen.h"
 #include "loom/registry.h"
 #include "loom/tokenizer.h"
+#include "model_gen/model_gen.h"
 
 namespace loom {
 namespace {

@@ -9,10 +9,10 @@
 
 #include "loom/error.h"
 #include "loom/llama.h"
-#include "loom/model_gen.h"
 #include "loom/placement.h"
 #include "loom/registry.h"
 #include "test_devices.h"
+#include "model_gen/model_gen.h"
 
 namespace loom {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "loom/error.h"
-#include "loom/model_gen.h"
+#include "model_gen/model_gen.h"
 #include "placement_args.h"
 
 namespace loom::cli {

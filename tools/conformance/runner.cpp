@@ -13,14 +13,13 @@
 
 #include "conformance/conformance.h"
 #include "conformance/reference.h"
+#include "loom/align.h"
 #include "loom/error.h"
 #include "loom/graph.h"
 #include "loom/tensor_alloc.h"
 
 namespace loom::conformance {
 namespace {
-
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 uint64_t seed_of(std::string_view name) {  // FNV-1a: the same data for a case on every run
   uint64_t h = 1469598103934665603ull;

@@ -4,7 +4,7 @@
 #include "args.h"
 #include "commands.h"
 #include "loom/error.h"
-#include "loom/model_gen.h"
+#include "model_gen/model_gen.h"
 
 namespace loom::cli {
 

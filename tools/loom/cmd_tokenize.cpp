@@ -14,6 +14,7 @@
 #include "loom/error.h"
 #include "loom/gguf.h"
 #include "loom/tokenizer.h"
+#include "model_gen/vocab_gen.h"
 
 namespace loom::cli {
 namespace {

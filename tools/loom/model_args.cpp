@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "loom/error.h"
-#include "loom/model_gen.h"
+#include "model_gen/model_gen.h"
 #include "placement_args.h"
 
 namespace loom::cli {

@@ -13,6 +13,7 @@
 #include "../cpu_features.h"
 #include "../repack.h"
 #include "kernels.h"
+#include "loom/align.h"
 #include "loom/log.h"
 #include "vec.h"
 
@@ -104,8 +105,6 @@ constexpr int64_t kPrivateBElements = 8192;
 // Phase 0 tasks per thread (packing is short; a few tasks balance it).
 constexpr int64_t kPackTasksPerThread = 4;
 
-size_t align_up(size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
-
 WKind kind_of(DType type) {
   switch (type) {
     case DType::F16: return WKind::F16;
@@ -168,13 +167,13 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
   p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16;
   const int64_t K = p.K;
-  const size_t row_f32 = align_up(K * sizeof(float));
-  const size_t q8_row = align_up(q8_row_bytes(K));
+  const size_t row_f32 = align_up(K * sizeof(float), kAlign);
+  const size_t q8_row = align_up(q8_row_bytes(K), kAlign);
   p.gather_off = 0;
   p.qtmp_off = p.gather_off + row_f32;
   size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
   p.arow_off = off;
-  if (p.repacked) off += align_up(a.nb[1]);
+  if (p.repacked) off += align_up(a.nb[1], kAlign);
 
   if (!p.gemm) {
     p.n_units = p.N;
@@ -194,10 +193,10 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
     p.ablock_off = p.ctile_off = off;
     p.private_b = p.n_mat * p.N * p.K <= kPrivateBElements;
     if (p.private_b) {
-      p.private_off = off = align_up(off);
+      p.private_off = off = align_up(off, kAlign);
       off += p.n_mat * p.mat_bytes;
     }
-    p.thread_bytes = align_up(off);
+    p.thread_bytes = align_up(off, kAlign);
     return p;
   }
 
@@ -213,7 +212,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   if (p.amode == AMode::Quant) p.unit_bytes = q8_panel_bytes(K, p.P);
   else if (p.amode == AMode::Bf16Pairs) p.unit_bytes = K * p.P * sizeof(uint16_t);
   else p.unit_bytes = K * p.P * sizeof(float);
-  p.mat_bytes = align_up(p.n_units * p.unit_bytes);
+  p.mat_bytes = align_up(p.n_units * p.unit_bytes, kAlign);
 
   // Rows per chunk: as many prepared a rows as fit kABlockBytes.
   const size_t a_row_bytes = p.amode == AMode::Quant ? K + (K / kQBlock) * sizeof(float) : K * sizeof(float);
@@ -231,11 +230,12 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   p.col_block = cols;
 
   p.ablock_off = off;
-  if (p.amode == AMode::Convert) off += align_up(rows * K * sizeof(float));
-  if (p.amode == AMode::Quant) off += align_up(rows * K) + align_up(rows * (K / kQBlock) * sizeof(float));
+  if (p.amode == AMode::Convert) off += align_up(rows * K * sizeof(float), kAlign);
+  if (p.amode == AMode::Quant)
+    off += align_up(rows * K, kAlign) + align_up(rows * (K / kQBlock) * sizeof(float), kAlign);
   p.ctile_off = off;
-  off += align_up(tr * pair * sizeof(float));
-  p.thread_bytes = align_up(off);
+  off += align_up(tr * pair * sizeof(float), kAlign);
+  p.thread_bytes = align_up(off, kAlign);
   return p;
 }
 
@@ -248,7 +248,7 @@ struct Scratch {
 
 Scratch scratch_of(const ComputeParams& params, const Plan& p) {
   auto base = reinterpret_cast<uintptr_t>(params.wdata);
-  base = (base + kAlign - 1) & ~(kAlign - 1);
+  base = align_up(base, kAlign);
   auto* bytes = reinterpret_cast<uint8_t*>(base);
   return {bytes + kAlign, bytes + kAlign + (p.private_b ? 0 : p.n_mat * p.mat_bytes)};
 }
@@ -391,7 +391,7 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
   // Prepare the chunk's a rows once; every panel pair reuses them.
   auto* af32 = reinterpret_cast<float*>(ablock);
   uint8_t* aq = ablock;
-  auto* ad = reinterpret_cast<float*>(ablock + align_up(p.row_block * K));
+  auto* ad = reinterpret_cast<float*>(ablock + align_up(p.row_block * K, kAlign));
   if (p.amode == AMode::Convert) {
     for (int64_t i = r0; i < r1; ++i) {
       const char* ar = a_row(a, b, mat, i);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "loom/types.h"
+#include "gemm_rows.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -489,30 +490,16 @@ void gemm_q8_tile(const uint8_t* aq, const float* ad, int64_t k, const uint8_t* 
 constexpr int kRowsF32 = 8;
 constexpr int kRowsQ8 = 6;
 
-template <int MR>
-void gemm_f32_rows(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
-  if constexpr (MR > 0) {
-    if (mr != MR) return gemm_f32_rows<MR - 1>(mr, a, lda, panels, k, nv, c);
-    if (nv == 2) gemm_f32_tile<MR, 2>(a, lda, panels, k, c);
-    else gemm_f32_tile<MR, 1>(a, lda, panels, k, c);
-  }
-}
-
-template <int MR>
-void gemm_q8_rows(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
-  if constexpr (MR > 0) {
-    if (mr != MR) return gemm_q8_rows<MR - 1>(mr, aq, ad, k, panels, nv, c);
-    if (nv == 2) gemm_q8_tile<MR, 2>(aq, ad, k, panels, c);
-    else gemm_q8_tile<MR, 1>(aq, ad, k, panels, c);
-  }
-}
-
 void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
-  gemm_f32_rows<kRowsF32>(mr, a, lda, panels, k, nv, c);
+  gemm_rows<kRowsF32>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_f32_tile<MR, NV>(a, lda, panels, k, c);
+  });
 }
 
 void gemm_q8(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
-  gemm_q8_rows<kRowsQ8>(mr, aq, ad, k, panels, nv, c);
+  gemm_rows<kRowsQ8>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_q8_tile<MR, NV>(aq, ad, k, panels, c);
+  });
 }
 
 MulMatKernels make_table() {

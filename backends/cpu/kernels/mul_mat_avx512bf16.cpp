@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "gemm_rows.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -45,21 +46,14 @@ void gemm_bf16_tile(const uint16_t* a, int64_t lda, const uint16_t* panels, int6
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
 }
 
-template <int MR>
-void gemm_rows(int mr, const uint16_t* a, int64_t lda, const uint16_t* panels, int64_t k, int nv, float* c) {
-  if constexpr (MR > 0) {
-    if (mr != MR) return gemm_rows<MR - 1>(mr, a, lda, panels, k, nv, c);
-    if (nv == 2) gemm_bf16_tile<MR, 2>(a, lda, panels, k, c);
-    else gemm_bf16_tile<MR, 1>(a, lda, panels, k, c);
-  }
-}
-
 }  // namespace
 
 // Rows per call: the AVX-512 table's rows_f32 (8).
 void gemm_bf16_avx512bf16(int mr, const uint16_t* a, int64_t lda, const uint16_t* panels, int64_t k, int nv,
                           float* c) {
-  gemm_rows<8>(mr, a, lda, panels, k, nv, c);
+  gemm_rows<8>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_bf16_tile<MR, NV>(a, lda, panels, k, c);
+  });
 }
 
 }  // namespace loom::cpu

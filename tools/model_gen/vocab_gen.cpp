@@ -1,6 +1,8 @@
 // Generated vocabularies for `loom make-model`: byte-pair merges learned
 // from the built-in text, written as a complete SPM or byte-level BPE
 // vocabulary that llama.cpp loads and tokenizes exactly as Loom does.
+#include "model_gen/vocab_gen.h"
+
 #include <algorithm>
 #include <climits>
 #include <map>

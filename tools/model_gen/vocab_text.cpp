@@ -1,7 +1,7 @@
 // The text generated vocabularies are learned from: a few paragraphs of
 // plain English (with some numbers, contractions, punctuation and a handful
 // of non-ASCII words), so that pieces look like a real model's.
-#include "loom/tokenizer.h"
+#include "model_gen/vocab_gen.h"
 
 namespace loom {
 

@@ -1,14 +1,15 @@
 // Generates llama-architecture GGUF files with reproducible random weights
 // (`loom make-model`), for tests, benchmarks and the built-in default model.
-// The same spec, type and seed always give the same bytes.
+// The same spec, type and seed always give the same bytes. Test support,
+// not part of libloom: tools/loom and the tests link it as loom::model_gen.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
-#include "loom/tokenizer.h"
 #include "loom/types.h"
+#include "model_gen/vocab_gen.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "loom/model_gen.h"
+#include "model_gen/model_gen.h"
 
 #include <cmath>
 #include <vector>
