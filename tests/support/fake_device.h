@@ -78,7 +78,10 @@ class FakeDevice final : public Device {
   std::atomic<size_t> used_{0};
 };
 
-// Two fake devices, "Fake0" and "Fake1", that live for the whole test run.
+// Two fake devices, "Fake0" and "Fake1", that live for the whole test run
+// (shared: a test that checks free memory makes its own FakeDevice).
 FakeDevice& fake_device(int i);
+// Both, e.g. as the devices a loader may use beside the CPU.
+inline std::vector<Device*> fake_devices() { return {&fake_device(0), &fake_device(1)}; }
 
 }  // namespace loom::test
