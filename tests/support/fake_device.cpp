@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "cpu/kernels/kernels.h"
@@ -17,7 +18,7 @@ class FakeBuffer final : public Buffer {
  public:
   FakeBuffer(FakeBufferType& type, FakeDevice& device, size_t size)
       : Buffer(type, size), device_(device), storage_(new uint8_t[size]()) {
-    static uint64_t next_id = 0;
+    static std::atomic<uint64_t> next_id{0};
     base_ = reinterpret_cast<void*>(uintptr_t{0xF0000000'00000000} + ((next_id++ % 4096) << 40));
     device_.used_ += size;
   }
