@@ -4,11 +4,18 @@
 // devices listed; the CPU stays available as the fallback.
 //
 // A plugin is a shared library named libloom-backend-<name>.so exporting
+//   extern "C" uint32_t loom_backend_api_version();  // kPluginApiVersion it was built with
 //   extern "C" loom::BackendFamily* loom_backend_init();
+// (cmake/plugin_entry.cpp defines both; loom_add_backend(... PLUGIN) adds it),
 // searched for in LOOM_BACKEND_PATH (colon-separated) and the executable's
-// directory.
+// directory. Plugins exchange C++ objects with Loom, so a plugin is loaded
+// only if it was built for this Loom's plugin API version: the version is
+// checked before loom_backend_init runs, and a plugin without it or with
+// another is refused (load_plugin throws; the automatic search at startup
+// logs a warning and goes on).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +25,13 @@
 #include "loom/backend.h"
 
 namespace loom {
+
+// The plugin API version. Bump it when anything a plugin compiles against
+// changes layout or meaning: a class or member in backend.h or registry.h
+// (virtual functions added, removed, reordered or with new semantics), a
+// type they use by value (Tensor, Graph, DType, Op numbering, ...), or the
+// entry points themselves. Adding a non-virtual helper does not need a bump.
+inline constexpr uint32_t kPluginApiVersion = 1;
 
 class BackendFamily {
  public:
@@ -32,7 +46,9 @@ class Registry {
   static Registry& get();
 
   void add_family(std::unique_ptr<BackendFamily> family, std::string origin = "built-in");
-  // Loads one plugin library; throws loom::Error with the dlopen message.
+  // Loads one plugin library; throws loom::Error with the dlopen message, or
+  // naming the file and both versions when it was built for another plugin
+  // API version (or says none).
   void load_plugin(const std::string& path);
 
   // Devices after the LOOM_DEVICES filter, in registration order.

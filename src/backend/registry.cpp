@@ -70,6 +70,20 @@ void Registry::add_family(std::unique_ptr<BackendFamily> family, std::string ori
 void Registry::load_plugin(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) fail("cannot load backend plugin {}: {}", path, dlerror());
+  // The version first: nothing else in a plugin built for another API is safe to call.
+  using VersionFn = uint32_t (*)();
+  auto version = reinterpret_cast<VersionFn>(dlsym(handle, "loom_backend_api_version"));
+  if (!version) {
+    dlclose(handle);
+    fail("backend plugin {} does not say which plugin API it was built for (no loom_backend_api_version), "
+         "this Loom has plugin API {}; rebuild it",
+         path, kPluginApiVersion);
+  }
+  if (const uint32_t built_for = version(); built_for != kPluginApiVersion) {
+    dlclose(handle);
+    fail("backend plugin {} was built for plugin API {}, this Loom has {}; rebuild it", path, built_for,
+         kPluginApiVersion);
+  }
   using InitFn = BackendFamily* (*)();
   auto init = reinterpret_cast<InitFn>(dlsym(handle, "loom_backend_init"));
   if (!init) {

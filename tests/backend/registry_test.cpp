@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "loom/error.h"
 #include "loom/registry.h"
 
@@ -56,6 +58,38 @@ TEST(Registry, MissingPluginIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/libloom-backend-nothing.so"), std::string::npos);
   }
+}
+
+// The message of the loom::Error that loading `path` throws ("" if none).
+std::string load_error(const std::string& path) {
+  try {
+    Registry::get().load_plugin(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Registry, PluginBuiltForAnotherApiVersionIsRefusedNamingFileAndVersions) {
+  const std::string path = LOOM_TEST_WRONG_API_PLUGIN_PATH;
+  const std::string msg = load_error(path);
+  EXPECT_EQ(msg, fmt::format("backend plugin {} was built for plugin API {}, this Loom has {}; rebuild it", path,
+                             kPluginApiVersion + 1, kPluginApiVersion));
+}
+
+TEST(Registry, PluginWithoutApiVersionIsRefusedNamingFileAndVersion) {
+  const std::string path = LOOM_TEST_NO_API_VERSION_PLUGIN_PATH;
+  const std::string msg = load_error(path);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no loom_backend_api_version"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("this Loom has plugin API {}", kPluginApiVersion)), std::string::npos) << msg;
+}
+
+TEST(Registry, RefusedPluginsAddNoDevices) {
+  const size_t before = Registry::get().devices().size();
+  EXPECT_FALSE(load_error(LOOM_TEST_WRONG_API_PLUGIN_PATH).empty());
+  EXPECT_FALSE(load_error(LOOM_TEST_NO_API_VERSION_PLUGIN_PATH).empty());
+  EXPECT_EQ(Registry::get().devices().size(), before);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// The backend scheduler on real devices: the CPU and two OpenCL devices on
-// PoCL (the test environment sets POCL_DEVICES="pthread pthread"). Results
-// of split graphs are compared with the CPU alone; split counts with the
-// minimum for hand-built cases. Without two OpenCL devices the multi-device
-// tests skip with a message.
+// The backend scheduler on the CPU and two other devices: every multi-device
+// case runs on two fake devices with memory of their own (tests/support,
+// on every machine) and again on two OpenCL devices on PoCL when present
+// (the test environment sets POCL_DEVICES="pthread pthread"; without them
+// the OpenCL instances skip with a message). Results of split graphs are
+// compared with the CPU alone; split counts with the minimum for hand-built
+// cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,12 +19,18 @@
 #include "loom/registry.h"
 #include "loom/scheduler.h"
 #include "loom/tensor_alloc.h"
+#include "support/fake_device.h"
 #include "test_devices.h"
 
 namespace loom {
 namespace {
 
 using test::opencl;
+
+// The kind of the two devices beside the CPU.
+enum class Kind { Fake, OpenCL };
+
+Device* device(Kind kind, int i) { return kind == Kind::Fake ? &test::fake_device(i) : opencl(i); }
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -44,22 +52,37 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   return ref > 0 ? err / ref : err;
 }
 
-// Owns backends for the CPU and the OpenCL devices, in priority order.
+// Owns backends for the CPU and the two devices of one kind, in priority order.
 struct Devices {
   std::vector<std::unique_ptr<Backend>> owned;
   Backend* cpu = nullptr;
-  Backend* cl0 = nullptr;
-  Backend* cl1 = nullptr;
-  Devices() {
+  Backend* dev0 = nullptr;
+  Backend* dev1 = nullptr;
+  explicit Devices(Kind kind) {
     owned.push_back(Registry::get().cpu().create_backend());
     cpu = owned.back().get();
     for (int i = 0; i < 2; ++i)
-      if (Device* d = opencl(i)) {
+      if (Device* d = device(kind, i)) {
         owned.push_back(d->create_backend());
-        (i == 0 ? cl0 : cl1) = owned.back().get();
+        (i == 0 ? dev0 : dev1) = owned.back().get();
       }
   }
 };
+
+// The multi-device cases, once per kind of device (see the instantiations at the end).
+class SchedulerOn : public ::testing::TestWithParam<Kind> {
+ protected:
+  Kind kind() const { return GetParam(); }
+  Device* dev(int i) const { return device(kind(), i); }
+  BufferType* mem(int i) const { return &dev(i)->default_buffer_type(); }
+  std::string name(int i) const { return std::string(dev(i)->name()); }
+};
+
+// Skips the calling test unless n devices of the test's kind exist (fake ones always do).
+#define REQUIRE_DEVICES(n)                     \
+  do {                                         \
+    if (kind() == Kind::OpenCL) REQUIRE_OPENCL(n); \
+  } while (0)
 
 // A chain of mat-muls against weights placed in `homes` (one per layer,
 // cycling), with an unconstrained silu and a residual add after each.
@@ -125,12 +148,12 @@ TEST(Scheduler, CpuAloneIsOneSplitWithoutCopies) {
   EXPECT_EQ(sched.placement_of(c.weights[0]), Placement::Weight);
 }
 
-TEST(Scheduler, WeightsAlternatingBetweenTwoDevicesGiveOneSplitPerLayer) {
-  REQUIRE_OPENCL(2);
-  Devices d;
+TEST_P(SchedulerOn, WeightsAlternatingBetweenTwoDevicesGiveOneSplitPerLayer) {
+  REQUIRE_DEVICES(2);
+  Devices d(kind());
   const int n_layers = 40;  // 40 splits: no fixed limit on splits
-  Chain c(n_layers, 32, 4, {&opencl(0)->default_buffer_type(), &opencl(1)->default_buffer_type()});
-  Scheduler sched({d.cl0, d.cl1, d.cpu});
+  Chain c(n_layers, 32, 4, {mem(0), mem(1)});
+  Scheduler sched({d.dev0, d.dev1, d.cpu});
   sched.allocate(c.graph);
   c.set_input();
   sched.compute(c.graph);
@@ -138,12 +161,12 @@ TEST(Scheduler, WeightsAlternatingBetweenTwoDevicesGiveOneSplitPerLayer) {
   ASSERT_EQ(r.n_splits(), static_cast<size_t>(n_layers));
   size_t n_nodes = 0;
   for (int l = 0; l < n_layers; ++l) {
-    EXPECT_EQ(r.splits[l].backend, l % 2 ? "OpenCL1" : "OpenCL0") << "split " << l;
-    EXPECT_EQ(sched.backend_of(c.weights[l]), l % 2 ? d.cl1 : d.cl0);
+    EXPECT_EQ(r.splits[l].backend, name(l % 2)) << "split " << l;
+    EXPECT_EQ(sched.backend_of(c.weights[l]), l % 2 ? d.dev1 : d.dev0);
     n_nodes += r.splits[l].n_nodes;
   }
   EXPECT_EQ(n_nodes, 3u * n_layers);  // mul_mat, silu, add per layer
-  // The input goes to OpenCL0 once; each later split reads one 32x4 f32
+  // The input goes to device 0 once; each later split reads one 32x4 f32
   // tensor from the other device (where the silu and add run does not
   // change that).
   EXPECT_EQ(r.splits[0].inputs.size(), 1u);
@@ -155,13 +178,13 @@ TEST(Scheduler, WeightsAlternatingBetweenTwoDevicesGiveOneSplitPerLayer) {
   EXPECT_LT(nmse(tensor_to_floats(*c.out), run_chain_on_cpu(n_layers, 32, 4)), 1e-10);
 }
 
-TEST(Scheduler, ThreeBackendsMatchCpuAndCopiesAreReusedPerBackend) {
-  REQUIRE_OPENCL(2);
-  Devices d;
+TEST_P(SchedulerOn, ThreeBackendsMatchCpuAndCopiesAreReusedPerBackend) {
+  REQUIRE_DEVICES(2);
+  Devices d(kind());
   BufferType* cpu = &Registry::get().cpu().default_buffer_type();
-  // Layers: OpenCL0, OpenCL1, CPU, OpenCL0, OpenCL1, CPU.
-  Chain c(6, 48, 5, {&opencl(0)->default_buffer_type(), &opencl(1)->default_buffer_type(), cpu});
-  Scheduler sched({d.cl0, d.cl1, d.cpu});
+  // Layers: device 0, device 1, CPU, device 0, device 1, CPU.
+  Chain c(6, 48, 5, {mem(0), mem(1), cpu});
+  Scheduler sched({d.dev0, d.dev1, d.cpu});
   sched.allocate(c.graph);
   c.set_input();
   sched.compute(c.graph);
@@ -172,9 +195,9 @@ TEST(Scheduler, ThreeBackendsMatchCpuAndCopiesAreReusedPerBackend) {
   for (const auto& b : sched.report().buffers) EXPECT_GT(b.bytes, 0u) << b.buffer_type;
 }
 
-TEST(Scheduler, AnOperandReadTwiceOnOneBackendIsCopiedOnce) {
-  REQUIRE_OPENCL(1);
-  Devices d;
+TEST_P(SchedulerOn, AnOperandReadTwiceOnOneBackendIsCopiedOnce) {
+  REQUIRE_DEVICES(1);
+  Devices d(kind());
   Context ctx;
   Tensor* x = ctx.new_tensor(DType::F32, {16, 4});
   x->name = "x";
@@ -182,19 +205,19 @@ TEST(Scheduler, AnOperandReadTwiceOnOneBackendIsCopiedOnce) {
   Tensor* w = ctx.new_tensor(DType::F32, {16, 16});
   w->name = "w";
   w->flags |= kFlagWeight;
-  auto wa = allocate_tensors(std::span<Tensor* const>(&w, 1), opencl(0)->default_buffer_type(), BufferUsage::Weights);
+  auto wa = allocate_tensors(std::span<Tensor* const>(&w, 1), *mem(0), BufferUsage::Weights);
   tensor_from_floats(*w, random_floats(256, 3));
   Tensor* y = mul_mat(ctx, w, x);
   Tensor* z = add(ctx, y, x);  // x read again by the same split
   Tensor* o = mul(ctx, z, x);
   Graph g = Graph::build(o);
-  Scheduler sched({d.cl0, d.cpu});
+  Scheduler sched({d.dev0, d.cpu});
   sched.allocate(g);
   tensor_from_floats(*x, random_floats(64, 9));
   sched.compute(g);
   const SchedReport& r = sched.report();
   ASSERT_EQ(r.n_splits(), 1u);
-  EXPECT_EQ(r.splits[0].backend, "OpenCL0");
+  EXPECT_EQ(r.splits[0].backend, name(0));
   EXPECT_EQ(r.n_copies, 1u);
   EXPECT_EQ(r.copy_bytes, 64u * 4);
   // The graph's own tensors are untouched: operands point at x again.
@@ -202,38 +225,38 @@ TEST(Scheduler, AnOperandReadTwiceOnOneBackendIsCopiedOnce) {
   EXPECT_EQ(y->src[1], x);
 }
 
-TEST(Scheduler, UserAssignmentWins) {
-  REQUIRE_OPENCL(2);
-  Devices d;
+TEST_P(SchedulerOn, UserAssignmentWins) {
+  REQUIRE_DEVICES(2);
+  Devices d(kind());
   Chain c(2, 16, 2, {&Registry::get().cpu().default_buffer_type()});
-  Scheduler sched({d.cl0, d.cl1, d.cpu});
+  Scheduler sched({d.dev0, d.dev1, d.cpu});
   Tensor* silu0 = c.graph.nodes()[1];
   ASSERT_EQ(silu0->op, Op::Silu);
-  sched.set_backend(silu0, d.cl1);
+  sched.set_backend(silu0, d.dev1);
   sched.allocate(c.graph);
   c.set_input();
   sched.compute(c.graph);
-  EXPECT_EQ(sched.backend_of(silu0), d.cl1);
+  EXPECT_EQ(sched.backend_of(silu0), d.dev1);
   EXPECT_EQ(sched.placement_of(silu0), Placement::User);
-  EXPECT_EQ(sched.report().n_splits(), 3u);  // CPU, OpenCL1 (silu), CPU
+  EXPECT_EQ(sched.report().n_splits(), 3u);  // CPU, device 1 (silu), CPU
   EXPECT_LT(nmse(tensor_to_floats(*c.out), run_chain_on_cpu(2, 16, 2)), 1e-10);
 }
 
-TEST(Scheduler, OffloadHappensAboveTheThresholdAndNotBelow) {
-  REQUIRE_OPENCL(1);
-  Devices d;
+TEST_P(SchedulerOn, OffloadHappensAboveTheThresholdAndNotBelow) {
+  REQUIRE_DEVICES(1);
+  Devices d(kind());
   BufferType* cpu = &Registry::get().cpu().default_buffer_type();
   for (int64_t batch : {4, 8, 16}) {
     Chain c(1, 32, batch, {cpu});
     SchedulerOptions o;
     o.offload_min_batch = 8;
-    Scheduler sched({d.cl0, d.cpu}, o);
+    Scheduler sched({d.dev0, d.cpu}, o);
     sched.allocate(c.graph);
     c.set_input();
     sched.compute(c.graph);
     Tensor* mm = c.graph.nodes()[0];
     const bool offloaded = batch >= 8;
-    EXPECT_EQ(sched.backend_of(mm), offloaded ? d.cl0 : d.cpu) << "batch " << batch;
+    EXPECT_EQ(sched.backend_of(mm), offloaded ? d.dev0 : d.cpu) << "batch " << batch;
     EXPECT_EQ(sched.placement_of(mm), offloaded ? Placement::Offload : Placement::Weight) << "batch " << batch;
     EXPECT_EQ(sched.report().n_offloaded, offloaded ? 1u : 0u);
     if (offloaded) {  // the weight is copied over
@@ -245,29 +268,29 @@ TEST(Scheduler, OffloadHappensAboveTheThresholdAndNotBelow) {
   }
 }
 
-TEST(Scheduler, OffloadThresholdFromEnvironmentAndPerDevice) {
-  REQUIRE_OPENCL(1);
-  Devices d;
+TEST_P(SchedulerOn, OffloadThresholdFromEnvironmentAndPerDevice) {
+  REQUIRE_DEVICES(1);
+  Devices d(kind());
   BufferType* cpu = &Registry::get().cpu().default_buffer_type();
   Chain c(1, 16, 6, {cpu});
   Tensor* mm = c.graph.nodes()[0];
   setenv("LOOM_OFFLOAD_MIN_BATCH", "4", 1);
   {
-    Scheduler sched({d.cl0, d.cpu});
+    Scheduler sched({d.dev0, d.cpu});
     sched.allocate(c.graph);
     EXPECT_EQ(sched.placement_of(mm), Placement::Offload);
   }
   unsetenv("LOOM_OFFLOAD_MIN_BATCH");
   {
-    Scheduler sched({d.cl0, d.cpu});  // PoCL devices do not ask for offload themselves
+    Scheduler sched({d.dev0, d.cpu});  // PoCL and fake devices do not ask for offload themselves
     sched.allocate(c.graph);
     EXPECT_EQ(sched.placement_of(mm), Placement::Weight);
   }
   {
     SchedulerOptions o;
     o.offload_min_batch = 4;
-    o.offload_min_batch_per_device["OpenCL0"] = 0;  // never, for this device
-    Scheduler sched({d.cl0, d.cpu}, o);
+    o.offload_min_batch_per_device[name(0)] = 0;  // never, for this device
+    Scheduler sched({d.dev0, d.cpu}, o);
     sched.allocate(c.graph);
     EXPECT_EQ(sched.placement_of(mm), Placement::Weight);
   }
@@ -359,37 +382,37 @@ std::vector<float> tiny_llama_on_cpu(int first_token = 0) {
   return tensor_to_floats(*m.g.logits);
 }
 
-TEST(Scheduler, LlamaSplitAcrossCpuAndTwoOpenClDevicesMatchesCpu) {
-  REQUIRE_OPENCL(2);
-  Devices d;
-  // Layer 0 (weights and KV cache) on OpenCL0, layer 1 on OpenCL1, the rest on the CPU.
-  TinyLlama m([](int l) {
-    return l == 0 ? &opencl(0)->default_buffer_type()
-           : l == 1 ? &opencl(1)->default_buffer_type()
+TEST_P(SchedulerOn, LlamaSplitAcrossCpuAndTwoDevicesMatchesCpu) {
+  REQUIRE_DEVICES(2);
+  Devices d(kind());
+  // Layer 0 (weights and KV cache) on device 0, layer 1 on device 1, the rest on the CPU.
+  TinyLlama m([this](int l) {
+    return l == 0 ? mem(0)
+           : l == 1 ? mem(1)
                     : &Registry::get().cpu().default_buffer_type();
   });
-  Scheduler sched({d.cl0, d.cl1, d.cpu});
+  Scheduler sched({d.dev0, d.dev1, d.cpu});
   sched.allocate(m.g.graph);
   m.set_inputs();
   sched.compute(m.g.graph);
   const SchedReport& r = sched.report();
   ASSERT_EQ(r.n_splits(), 4u) << r.to_string();
   EXPECT_EQ(r.splits[0].backend, "CPU");  // token embeddings
-  EXPECT_EQ(r.splits[1].backend, "OpenCL0");
-  EXPECT_EQ(r.splits[2].backend, "OpenCL1");
+  EXPECT_EQ(r.splits[1].backend, name(0));
+  EXPECT_EQ(r.splits[2].backend, name(1));
   EXPECT_EQ(r.splits[3].backend, "CPU");
   const double e = nmse(tensor_to_floats(*m.g.logits), tiny_llama_on_cpu());
   EXPECT_LT(e, 1e-7) << r.to_string();
 }
 
-TEST(Scheduler, SameStructureReusesThePlan) {
-  REQUIRE_OPENCL(1);
-  Devices d;
-  auto home = [](int l) {
-    return l % 2 == 0 ? &opencl(0)->default_buffer_type() : &Registry::get().cpu().default_buffer_type();
+TEST_P(SchedulerOn, SameStructureReusesThePlan) {
+  REQUIRE_DEVICES(1);
+  Devices d(kind());
+  auto home = [this](int l) {
+    return l % 2 == 0 ? mem(0) : &Registry::get().cpu().default_buffer_type();
   };
   TinyLlama first(home), second(home);
-  Scheduler sched({d.cl0, d.cpu});
+  Scheduler sched({d.dev0, d.cpu});
   sched.allocate(first.g.graph);
   first.set_inputs();
   sched.compute(first.g.graph);
@@ -423,29 +446,29 @@ TEST(Scheduler, SameStructureReusesThePlan) {
   EXPECT_FALSE(sched.report().last_rebuild_reason.empty());
 }
 
-TEST(Scheduler, ReuseOffPlansEveryGraph) {
-  REQUIRE_OPENCL(1);
-  Devices d;
+TEST_P(SchedulerOn, ReuseOffPlansEveryGraph) {
+  REQUIRE_DEVICES(1);
+  Devices d(kind());
   SchedulerOptions o;
   o.reuse = false;
-  Chain a(2, 16, 2, {&opencl(0)->default_buffer_type()}), b(2, 16, 2, {&opencl(0)->default_buffer_type()});
-  Scheduler sched({d.cl0, d.cpu}, o);
+  Chain a(2, 16, 2, {mem(0)}), b(2, 16, 2, {mem(0)});
+  Scheduler sched({d.dev0, d.cpu}, o);
   sched.compute(a.graph);
   sched.compute(b.graph);
   EXPECT_EQ(sched.report().n_plan_builds, 2u);
   EXPECT_EQ(sched.report().n_plan_reuses, 0u);
 }
 
-TEST(Scheduler, PipelinedMicroBatchesGiveIdenticalResults) {
-  REQUIRE_OPENCL(2);
-  Devices d;
-  auto home = [](int l) {
-    return l < 2 ? &opencl(0)->default_buffer_type() : &opencl(1)->default_buffer_type();
+TEST_P(SchedulerOn, PipelinedMicroBatchesGiveIdenticalResults) {
+  REQUIRE_DEVICES(2);
+  Devices d(kind());
+  auto home = [this](int l) {
+    return l < 2 ? mem(0) : mem(1);
   };
   const int n = 4;
   std::vector<std::vector<float>> serial(n), pipelined(n);
   {
-    Scheduler sched({d.cl0, d.cl1, d.cpu});
+    Scheduler sched({d.dev0, d.dev1, d.cpu});
     for (int i = 0; i < n; ++i) {
       TinyLlama m(home);
       sched.allocate(m.g.graph);
@@ -457,7 +480,7 @@ TEST(Scheduler, PipelinedMicroBatchesGiveIdenticalResults) {
   {
     SchedulerOptions o;
     o.n_copies = 2;
-    Scheduler sched({d.cl0, d.cl1, d.cpu}, o);
+    Scheduler sched({d.dev0, d.dev1, d.cpu}, o);
     std::vector<std::unique_ptr<TinyLlama>> batches;
     for (int i = 0; i < n; ++i) {
       batches.push_back(std::make_unique<TinyLlama>(home));
@@ -474,20 +497,20 @@ TEST(Scheduler, PipelinedMicroBatchesGiveIdenticalResults) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(pipelined[i], serial[i]) << "micro-batch " << i;
 }
 
-TEST(Scheduler, DebugOutputAndDotFile) {
-  REQUIRE_OPENCL(1);
-  Devices d;
-  Chain c(2, 16, 2, {&opencl(0)->default_buffer_type(), &Registry::get().cpu().default_buffer_type()});
+TEST_P(SchedulerOn, DebugOutputAndDotFile) {
+  REQUIRE_DEVICES(1);
+  Devices d(kind());
+  Chain c(2, 16, 2, {mem(0), &Registry::get().cpu().default_buffer_type()});
   SchedulerOptions o;
   o.debug = 2;
-  Scheduler sched({d.cl0, d.cpu}, o);
+  Scheduler sched({d.dev0, d.cpu}, o);
   ::testing::internal::CaptureStderr();
   sched.allocate(c.graph);
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("## SPLIT #0: OpenCL0 # "), std::string::npos) << log;
+  EXPECT_NE(log.find("## SPLIT #0: " + name(0) + " # "), std::string::npos) << log;
   EXPECT_NE(log.find(" nodes, 1 inputs: [x 128 B]"), std::string::npos) << log;
   EXPECT_NE(log.find("## SPLIT #1: CPU"), std::string::npos) << log;
-  EXPECT_NE(log.find("(weight w0 in OpenCL0)"), std::string::npos) << log;
+  EXPECT_NE(log.find("(weight w0 in " + name(0) + ")"), std::string::npos) << log;
   EXPECT_NE(log.find("(neighbour)"), std::string::npos) << log;
   const std::string path = ::testing::TempDir() + "sched_test.dot";
   sched.write_dot(path);
@@ -500,6 +523,9 @@ TEST(Scheduler, DebugOutputAndDotFile) {
   const std::string json = sched.report().to_json();
   EXPECT_NE(json.find("\"n_splits\": 2"), std::string::npos) << json;
 }
+
+INSTANTIATE_TEST_SUITE_P(Fake, SchedulerOn, ::testing::Values(Kind::Fake));
+INSTANTIATE_TEST_SUITE_P(OpenCL, SchedulerOn, ::testing::Values(Kind::OpenCL));
 
 }  // namespace
 }  // namespace loom
