@@ -78,10 +78,10 @@ class FakeBackend final : public Backend {
 
   void compute(Graph& graph) override {
     for (Tensor* node : graph.nodes()) {
-      if (op_is_view(node->op) || node->op == Op::None || node->nelements() == 0) continue;
-      if (!device_.can_run(*node))
-        fail("{}: op {} is not supported (tensor '{}' {})", device_.name(), op_name(node->op), node->name,
-             node->shape_string());
+      if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
+      if (!device_.supports_op(*node))
+        fail("{}: op {} is not supported (tensor {})", device_.name(), op_name(node->op),
+             tensor_label(*node, TensorLabel::QuotedWithShape));
       run(*node);
     }
   }
@@ -91,8 +91,8 @@ class FakeBackend final : public Backend {
     if (!t.data) return nullptr;
     FakeBuffer* b = FakeBuffer::of(t);
     if (!b || &b->type() != &device_.default_buffer_type())
-      fail("{}: tensor '{}' used by '{}' ({}) is in {} memory, which {} cannot use", device_.name(), t.name,
-           node.name, op_name(node.op), t.buffer ? t.buffer->type().name() : "no", device_.name());
+      fail("{}: tensor {} used by {} ({}) is in {} memory, which {} cannot use", device_.name(), tensor_label(t),
+           tensor_label(node), op_name(node.op), t.buffer ? t.buffer->type().name() : "no", device_.name());
     return b->storage_of(t);
   }
 
@@ -151,18 +151,9 @@ std::unique_ptr<Backend> FakeDevice::create_backend(const BackendOptions&) {
   return std::make_unique<FakeBackend>(*this);
 }
 
-bool FakeDevice::can_run(const Tensor& node) const {
+bool FakeDevice::supports_op(const Tensor& node) const {
   if (options_.ops && !options_.ops->contains(node.op)) return false;
   return cpu::kernel_supports(node);
-}
-
-bool FakeDevice::supports_op(const Tensor& node) const {
-  if (!can_run(node)) return false;
-  auto here = [this](const Tensor* t) { return !t || !t->buffer || supports_buffer_type(t->buffer->type()); };
-  if (!here(&node)) return false;
-  for (const Tensor* s : node.src)
-    if (!here(s)) return false;
-  return true;
 }
 
 FakeDevice& fake_device(int i) {

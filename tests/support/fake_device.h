@@ -60,13 +60,10 @@ class FakeDevice final : public Device {
   std::unique_ptr<Backend> create_backend(const BackendOptions& options = {}) override;
   BufferType& default_buffer_type() override { return buffer_type_; }
 
-  // Op capability and memory, kept apart: the node's op and types, and which
-  // memory its kernels can use (only its own).
-  bool can_run(const Tensor& node) const;
-  bool supports_buffer_type(const BufferType& type) const override { return &type == &buffer_type_; }
-  // Today's question mixes both: can it run `node` with its operands where
-  // they are (unplaced operands count as its own memory, to come).
+  // The two questions: the node's op and types (the configured ops that the
+  // CPU kernels run), and which memory its kernels can use (only its own).
   bool supports_op(const Tensor& node) const override;
+  bool supports_buffer_type(const BufferType& type) const override { return &type == &buffer_type_; }
 
   const FakeDeviceOptions& options() const { return options_; }
   size_t used_bytes() const { return used_; }

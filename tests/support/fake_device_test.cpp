@@ -102,8 +102,10 @@ TEST(FakeDevice, ComputeRefusesOperandsInOtherMemory) {
   auto host = allocate_tensors(std::span<Tensor* const>(ab), Registry::get().cpu().default_buffer_type());
   Tensor* c = add(ctx, a, b);
   c->name = "sum";
-  EXPECT_FALSE(dev.supports_op(*c));  // operands in host memory
-  EXPECT_TRUE(dev.can_run(*c));       // but the op itself it can run
+  EXPECT_TRUE(dev.supports_op(*c));  // the op itself it can run
+  const BufferType& host_type = a->buffer->type();
+  EXPECT_FALSE(dev.supports_operand(*c, 0, host_type));  // but not with operands in host memory
+  EXPECT_FALSE(dev.supports_operand(*c, 1, host_type));
   Graph g = Graph::build(c);
   auto mine = allocate_tensors(std::span<Tensor* const>(&c, 1), dev.default_buffer_type());
   try {
