@@ -1,7 +1,10 @@
 // Layer and weight placement (n_gpu_layers, split mode, tensor split, main
 // device, overrides) on the devices a test gives the loader, and the same
-// results on the CPU, on OpenCL and split across CPU + two OpenCL devices.
-// The CLI's flags for these options are tested in tests/tools.
+// results on the CPU, on one other device and split across the CPU and two.
+// Every multi-device case runs beside the CPU on two fake devices with memory
+// of their own (tests/support, on every machine) and again on OpenCL0 and
+// OpenCL1 on PoCL when present (without them the OpenCL instances skip with
+// a message). The CLI's flags for these options are tested in tests/tools.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,15 +14,28 @@
 #include "loom/llama.h"
 #include "loom/placement.h"
 #include "loom/registry.h"
-#include "test_devices.h"
 #include "model_gen/model_gen.h"
+#include "support/fake_device.h"
+#include "test_devices.h"
 
 namespace loom {
 namespace {
 
-// Every registered device: what the CLI gives the loader.
-const std::vector<Device*>& all_devices() { return Registry::get().devices(); }
-bool two_offload_devices() { return offload_devices(all_devices()).size() >= 2; }
+using test::DeviceKind;
+
+// What a case parameterized over the kind of the two devices beside the CPU
+// knows (see the instantiations at the end).
+class WithDevices : public ::testing::WithParamInterface<DeviceKind> {
+ protected:
+  static DeviceKind kind() { return GetParam(); }
+  static Device* dev(int i) { return test::device_of(kind(), i); }
+  static std::string name(int i) { return std::string(dev(i)->name()); }
+  // The CPU and the devices of the kind: what the test gives the loader.
+  static std::vector<Device*> devices() { return test::cpu_and_devices_of(kind()); }
+};
+
+// Skips the calling test unless n devices of the test's kind exist.
+#define REQUIRE_DEVICES(n) REQUIRE_DEVICES_OF(kind(), n)
 
 // Runs `f`, which must throw a PlacementError about `field` whose message contains `words`.
 template <class F>
@@ -33,38 +49,40 @@ void expect_placement_error(F f, PlacementField field, const std::string& words)
   }
 }
 
-TEST(PlanLayers, NglCountsLayersFromTheEndAndThenTheOutput) {
-  if (offload_devices(all_devices()).empty()) GTEST_SKIP() << "no offload device (OpenCL) registered";
+class PlanLayersOn : public ::testing::Test, public WithDevices {};
+
+TEST_P(PlanLayersOn, NglCountsLayersFromTheEndAndThenTheOutput) {
+  REQUIRE_DEVICES(1);
   Device& cpu = Registry::get().cpu();
-  LayerPlan none = plan_layers(4, all_devices(), {});
+  LayerPlan none = plan_layers(4, devices(), {});
   for (Device* d : none.layer_device) EXPECT_EQ(d, &cpu);
-  LayerPlan two = plan_layers(4, all_devices(), {.n_gpu_layers = 2, .tensor_split = {1.0f}});
+  LayerPlan two = plan_layers(4, devices(), {.n_gpu_layers = 2, .tensor_split = {1.0f}});
   EXPECT_EQ(two.layer_device[1], &cpu);
   EXPECT_NE(two.layer_device[2], &cpu);
   EXPECT_NE(two.layer_device[3], &cpu);
   EXPECT_EQ(two.output_device, &cpu);
-  LayerPlan all = plan_layers(4, all_devices(), {.n_gpu_layers = 5, .tensor_split = {1.0f}});
+  LayerPlan all = plan_layers(4, devices(), {.n_gpu_layers = 5, .tensor_split = {1.0f}});
   EXPECT_NE(all.output_device, &cpu);
 }
 
-TEST(PlanLayers, TensorSplitAndMainDevice) {
-  if (!two_offload_devices()) GTEST_SKIP() << "needs two offload devices (POCL_DEVICES=\"pthread pthread\")";
-  const auto devs = offload_devices(all_devices());
-  LayerPlan half = plan_layers(4, all_devices(), {.n_gpu_layers = 4, .tensor_split = {1.0f, 1.0f}});
+TEST_P(PlanLayersOn, TensorSplitAndMainDevice) {
+  REQUIRE_DEVICES(2);
+  const std::vector<Device*> devs = {dev(0), dev(1)};
+  LayerPlan half = plan_layers(4, devices(), {.n_gpu_layers = 4, .tensor_split = {1.0f, 1.0f}});
   EXPECT_EQ(half.layer_device[0], devs[0]);
   EXPECT_EQ(half.layer_device[1], devs[0]);
   EXPECT_EQ(half.layer_device[2], devs[1]);
   EXPECT_EQ(half.layer_device[3], devs[1]);
-  LayerPlan skewed = plan_layers(4, all_devices(), {.n_gpu_layers = 4, .tensor_split = {1.0f, 3.0f}});
+  LayerPlan skewed = plan_layers(4, devices(), {.n_gpu_layers = 4, .tensor_split = {1.0f, 3.0f}});
   EXPECT_EQ(skewed.layer_device[0], devs[0]);
   EXPECT_EQ(skewed.layer_device[1], devs[1]);
-  LayerPlan none = plan_layers(4, all_devices(), {.n_gpu_layers = 4, .split_mode = SplitMode::None, .main_gpu = 1});
+  LayerPlan none = plan_layers(4, devices(), {.n_gpu_layers = 4, .split_mode = SplitMode::None, .main_gpu = 1});
   for (Device* d : none.layer_device) EXPECT_EQ(d, devs[1]);
   LayerPlan row =
-      plan_layers(4, all_devices(), {.n_gpu_layers = 4, .split_mode = SplitMode::Row, .tensor_split = {3.0f, 1.0f}});
+      plan_layers(4, devices(), {.n_gpu_layers = 4, .split_mode = SplitMode::Row, .tensor_split = {3.0f, 1.0f}});
   ASSERT_EQ(row.row_devices.size(), 2u);
   EXPECT_FLOAT_EQ(row.row_fractions[0], 0.75f);
-  const auto& all = all_devices();
+  const auto all = devices();
   expect_placement_error([&] { plan_layers(4, all, {.n_gpu_layers = 1, .main_gpu = 7}); }, PlacementField::MainGpu,
                          "main device index 7");
   expect_placement_error([&] { plan_layers(4, all, {.n_gpu_layers = 1, .tensor_split = {1, 1, 1, 1, 1, 1, 1, 1, 1}}); },
@@ -75,28 +93,62 @@ TEST(PlanLayers, TensorSplitAndMainDevice) {
                          "offloaded layers must not be negative");
 }
 
+// Without a tensor split the layers follow the devices' free memory, not
+// their total. Devices of its own, with chosen memory: the shared fake
+// devices hold whatever other tests have allocated.
+TEST(PlanLayers, WithoutATensorSplitFreeMemoryDecides) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  Device& cpu = Registry::get().cpu();
+  test::FakeDevice small({.name = "FakeSmall", .memory = 1 * kMiB});
+  test::FakeDevice large({.name = "FakeLarge", .memory = 3 * kMiB});
+  const std::vector<Device*> devices = {&cpu, &small, &large};
+  // 1 : 3 free: one layer of four on the first, three on the second.
+  LayerPlan by_memory = plan_layers(4, devices, {.n_gpu_layers = 4});
+  EXPECT_EQ(by_memory.layer_device[0], &small);
+  for (int l = 1; l < 4; ++l) EXPECT_EQ(by_memory.layer_device[l], &large) << "layer " << l;
+  LayerPlan rows = plan_layers(4, devices, {.n_gpu_layers = 4, .split_mode = SplitMode::Row});
+  ASSERT_EQ(rows.row_fractions.size(), 2u);
+  EXPECT_FLOAT_EQ(rows.row_fractions[0], 0.25f);
+  EXPECT_FLOAT_EQ(rows.row_fractions[1], 0.75f);
+  // 2 MiB in use on the second: 1 : 1 free, two layers each.
+  auto held = large.default_buffer_type().alloc(2 * kMiB);
+  LayerPlan by_free = plan_layers(4, devices, {.n_gpu_layers = 4});
+  EXPECT_EQ(by_free.layer_device[0], &small);
+  EXPECT_EQ(by_free.layer_device[1], &small);
+  EXPECT_EQ(by_free.layer_device[2], &large);
+  EXPECT_EQ(by_free.layer_device[3], &large);
+  // The first full: every layer on the second.
+  auto filled = small.default_buffer_type().alloc(1 * kMiB);
+  LayerPlan one_free = plan_layers(4, devices, {.n_gpu_layers = 4});
+  for (Device* d : one_free.layer_device) EXPECT_EQ(d, &large);
+}
+
 TEST(PlanLayers, WorksOnTheDevicesGivenAndNeedsACpu) {
   Device& cpu = Registry::get().cpu();
   LayerPlan plan = plan_layers(4, {&cpu}, {});
   for (Device* d : plan.layer_device) EXPECT_EQ(d, &cpu);
   EXPECT_EQ(plan.output_device, &cpu);
-  // OpenCL may be registered, but only the CPU is given: nothing to offload to.
+  // Other devices may be registered, but only the CPU is given: nothing to offload to.
   expect_placement_error([&] { plan_layers(4, {&cpu}, {.n_gpu_layers = 2}); }, PlacementField::NGpuLayers,
                          "no device to offload to");
   EXPECT_THROW(plan_layers(4, {}, {}), Error);
-  if (Device* cl = test::opencl(0)) {
-    try {
-      plan_layers(4, {cl}, {});
-      ADD_FAILURE() << "planned without a CPU device";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("CPU device"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("OpenCL0"), std::string::npos) << e.what();
-    }
-    // The host is the CPU wherever it is in the list; the rest are offload devices.
-    LayerPlan offloaded = plan_layers(4, {cl, &cpu}, {.n_gpu_layers = 2});
-    EXPECT_EQ(offloaded.layer_device[1], &cpu);
-    EXPECT_EQ(offloaded.layer_device[3], cl);
+}
+
+TEST_P(PlanLayersOn, NeedsACpuAndFindsItAnywhereInTheList) {
+  REQUIRE_DEVICES(1);
+  Device& cpu = Registry::get().cpu();
+  Device* d0 = dev(0);
+  try {
+    plan_layers(4, {d0}, {});
+    ADD_FAILURE() << "planned without a CPU device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(name(0)), std::string::npos) << e.what();
   }
+  // The host is the CPU wherever it is in the list; the rest are offload devices.
+  LayerPlan offloaded = plan_layers(4, {d0, &cpu}, {.n_gpu_layers = 2});
+  EXPECT_EQ(offloaded.layer_device[1], &cpu);
+  EXPECT_EQ(offloaded.layer_device[3], d0);
 }
 
 // A tiny model written once per suite.
@@ -146,6 +198,7 @@ class CpuWithoutMapping final : public Device {
 };
 
 using GivenDevices = PlacementModel;
+class GivenDevicesOn : public PlacementModel, public WithDevices {};
 
 TEST_F(GivenDevices, CpuOnlyKeepsEveryWeightOnTheCpuAndMapsThroughTheCapability) {
   Device& cpu = Registry::get().cpu();
@@ -172,34 +225,36 @@ TEST_F(GivenDevices, TheCpuMustBeAmongThem) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CPU device"), std::string::npos) << e.what();
   }
-  if (Device* cl = test::opencl(0)) EXPECT_THROW(LlamaModel::load(*path_, {cl}), Error);
 }
 
-TEST_F(GivenDevices, OnlyTheGivenOffloadDeviceIsUsed) {
-  REQUIRE_OPENCL(2);
+TEST_P(GivenDevicesOn, TheCpuMustBeAmongThem) {
+  REQUIRE_DEVICES(1);
+  EXPECT_THROW(LlamaModel::load(*path_, {dev(0)}), Error);
+}
+
+TEST_P(GivenDevicesOn, OnlyTheGivenOffloadDeviceIsUsed) {
+  REQUIRE_DEVICES(2);
   Device& cpu = Registry::get().cpu();
-  Device* cl1 = test::opencl(1);
-  // OpenCL1 alone is offload device 0: -ngl 5 -sm none puts everything there.
-  auto m = LlamaModel::load(*path_, {cl1, &cpu}, {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
-  EXPECT_EQ(m->devices(), (std::vector<Device*>{cl1, &cpu}));
-  for (int64_t l = 0; l < m->hparams().n_layer; ++l) EXPECT_EQ(&m->layer_device(l), cl1);
+  Device* d1 = dev(1);
+  // Device 1 alone is offload device 0: -ngl 5 -sm none puts everything there.
+  auto m = LlamaModel::load(*path_, {d1, &cpu}, {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
+  EXPECT_EQ(m->devices(), (std::vector<Device*>{d1, &cpu}));
+  for (int64_t l = 0; l < m->hparams().n_layer; ++l) EXPECT_EQ(&m->layer_device(l), d1);
   Session s(*m, {.n_ctx = 16});
   const auto kv = s.kv_cache_bytes_by_buffer_type();
   ASSERT_EQ(kv.size(), 1u);
-  EXPECT_EQ(kv[0].first, cl1->default_buffer_type().name());
+  EXPECT_EQ(kv[0].first, d1->default_buffer_type().name());
   const std::vector<int32_t> prompt = {1, 40, 41};
   EXPECT_EQ(s.decode(prompt).size(), static_cast<size_t>(m->hparams().n_vocab));
 }
 
-class MultiDeviceModel : public PlacementModel {
+class MultiDeviceModel : public PlacementModel, public WithDevices {
  protected:
-  void SetUp() override {
-    if (!two_offload_devices()) GTEST_SKIP() << "needs two offload devices (POCL_DEVICES=\"pthread pthread\")";
-  }
+  void SetUp() override { REQUIRE_DEVICES(2); }
 
   // Logits after a prompt and 32 greedy tokens.
   static std::pair<std::vector<float>, std::vector<int32_t>> run(const PlacementOptions& p) {
-    auto m = LlamaModel::load(*path_, all_devices(), {.placement = p});
+    auto m = LlamaModel::load(*path_, devices(), {.placement = p});
     Session s(*m, {.n_ctx = 64});
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 7, 99};
     std::vector<float> first = s.decode(prompt);
@@ -214,11 +269,11 @@ class MultiDeviceModel : public PlacementModel {
   }
 };
 
-TEST_F(MultiDeviceModel, SameResultsOnCpuOpenClAndSplit) {
+TEST_P(MultiDeviceModel, SameResultsOnTheCpuOnOneDeviceAndSplit) {
   const auto cpu = run({});
   const std::vector<PlacementOptions> variants = {
-      {.n_gpu_layers = 5, .split_mode = SplitMode::None},           // all on OpenCL0
-      {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}},             // CPU + OpenCL0 + OpenCL1
+      {.n_gpu_layers = 5, .split_mode = SplitMode::None},           // all on device 0
+      {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}},             // CPU + device 0 + device 1
       {.n_gpu_layers = 5, .split_mode = SplitMode::Row, .tensor_split = {1.0f, 1.0f}},  // rows split
   };
   for (const auto& v : variants) {
@@ -234,35 +289,34 @@ TEST_F(MultiDeviceModel, SameResultsOnCpuOpenClAndSplit) {
   }
 }
 
-TEST_F(MultiDeviceModel, WeightsKvCacheAndTiedOutputGoWhereAsked) {
-  const auto devs = offload_devices(all_devices());
-  auto m = LlamaModel::load(*path_, all_devices(), {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
+TEST_P(MultiDeviceModel, WeightsKvCacheAndTiedOutputGoWhereAsked) {
+  auto m = LlamaModel::load(*path_, devices(), {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
   EXPECT_EQ(&m->layer_device(0), &Registry::get().cpu());
-  EXPECT_EQ(&m->layer_device(2), devs[0]);
-  EXPECT_EQ(&m->layer_device(3), devs[1]);
+  EXPECT_EQ(&m->layer_device(2), dev(0));
+  EXPECT_EQ(&m->layer_device(3), dev(1));
   auto type_of = [&m](const std::string& name) {
     for (const auto& p : m->placements())
       if (p.name == name) return p.buffer_type;
     return std::string("(absent)");
   };
   EXPECT_EQ(type_of("blk.0.attn_q.weight"), "CPU_Mapped");
-  EXPECT_EQ(type_of("blk.2.attn_q.weight"), devs[0]->default_buffer_type().name());
-  EXPECT_EQ(type_of("blk.3.ffn_down.weight"), devs[1]->default_buffer_type().name());
+  EXPECT_EQ(type_of("blk.2.attn_q.weight"), dev(0)->default_buffer_type().name());
+  EXPECT_EQ(type_of("blk.3.ffn_down.weight"), dev(1)->default_buffer_type().name());
   // Output layer on the CPU, as the embedding: the tied matrix is loaded once.
   EXPECT_EQ(type_of("output.weight (tied to token_embd.weight)"), "(absent)");
   Session s(*m, {.n_ctx = 16});
   const auto kv = s.kv_cache_bytes_by_buffer_type();
-  EXPECT_EQ(kv.size(), 3u);  // CPU, OpenCL0, OpenCL1
+  EXPECT_EQ(kv.size(), 3u);  // CPU, device 0, device 1
 
   // With the output layer offloaded, the tied matrix needs a copy there.
-  auto all = LlamaModel::load(*path_, all_devices(), {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
+  auto all = LlamaModel::load(*path_, devices(), {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
   bool copied = false;
   for (const auto& p : all->placements()) copied |= p.name == "output.weight (tied to token_embd.weight)";
   EXPECT_TRUE(copied);
 }
 
-TEST_F(MultiDeviceModel, OverridesPickTheBufferType) {
-  auto m = LlamaModel::load(*path_, all_devices(),
+TEST_P(MultiDeviceModel, OverridesPickTheBufferType) {
+  auto m = LlamaModel::load(*path_, devices(),
                             {.placement = {.n_gpu_layers = 5,
                                            .split_mode = SplitMode::None,
                                            .overrides = {{"ffn_(up|gate)", "CPU"}}}});
@@ -273,11 +327,18 @@ TEST_F(MultiDeviceModel, OverridesPickTheBufferType) {
       EXPECT_NE(p.buffer_type, "CPU") << p.name;
   }
   expect_placement_error(
-      [] { LlamaModel::load(*path_, all_devices(), {.placement = {.overrides = {{"ffn", "NoSuchType"}}}}); },
+      [] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{"ffn", "NoSuchType"}}}}); },
       PlacementField::Overrides, "tensor override 'ffn=NoSuchType': no buffer type named 'NoSuchType'");
-  expect_placement_error([] { LlamaModel::load(*path_, all_devices(), {.placement = {.overrides = {{"(", "CPU"}}}}); },
+  expect_placement_error([] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{"(", "CPU"}}}}); },
                          PlacementField::Overrides, "not a valid regular expression");
 }
+
+INSTANTIATE_TEST_SUITE_P(Fake, PlanLayersOn, ::testing::Values(DeviceKind::Fake));
+INSTANTIATE_TEST_SUITE_P(OpenCL, PlanLayersOn, ::testing::Values(DeviceKind::OpenCL));
+INSTANTIATE_TEST_SUITE_P(Fake, GivenDevicesOn, ::testing::Values(DeviceKind::Fake));
+INSTANTIATE_TEST_SUITE_P(OpenCL, GivenDevicesOn, ::testing::Values(DeviceKind::OpenCL));
+INSTANTIATE_TEST_SUITE_P(Fake, MultiDeviceModel, ::testing::Values(DeviceKind::Fake));
+INSTANTIATE_TEST_SUITE_P(OpenCL, MultiDeviceModel, ::testing::Values(DeviceKind::OpenCL));
 
 }  // namespace
 }  // namespace loom
