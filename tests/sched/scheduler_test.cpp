@@ -26,11 +26,7 @@ namespace loom {
 namespace {
 
 using test::opencl;
-
-// The kind of the two devices beside the CPU.
-enum class Kind { Fake, OpenCL };
-
-Device* device(Kind kind, int i) { return kind == Kind::Fake ? &test::fake_device(i) : opencl(i); }
+using Kind = test::DeviceKind;
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -62,7 +58,7 @@ struct Devices {
     owned.push_back(Registry::get().cpu().create_backend());
     cpu = owned.back().get();
     for (int i = 0; i < 2; ++i)
-      if (Device* d = device(kind, i)) {
+      if (Device* d = test::device_of(kind, i)) {
         owned.push_back(d->create_backend());
         (i == 0 ? dev0 : dev1) = owned.back().get();
       }
@@ -73,16 +69,12 @@ struct Devices {
 class SchedulerOn : public ::testing::TestWithParam<Kind> {
  protected:
   Kind kind() const { return GetParam(); }
-  Device* dev(int i) const { return device(kind(), i); }
+  Device* dev(int i) const { return test::device_of(kind(), i); }
   BufferType* mem(int i) const { return &dev(i)->default_buffer_type(); }
   std::string name(int i) const { return std::string(dev(i)->name()); }
 };
 
-// Skips the calling test unless n devices of the test's kind exist (fake ones always do).
-#define REQUIRE_DEVICES(n)                     \
-  do {                                         \
-    if (kind() == Kind::OpenCL) REQUIRE_OPENCL(n); \
-  } while (0)
+#define REQUIRE_DEVICES(n) REQUIRE_DEVICES_OF(kind(), n)
 
 // A chain of mat-muls against weights placed in `homes` (one per layer,
 // cycling), with an unconstrained silu and a residual add after each.
