@@ -39,7 +39,7 @@ Tensor* relu(Context& ctx, Tensor* a);
 // Sums along dim 0: [1, ne1, ne2, ne3].
 Tensor* sum_rows(Context& ctx, Tensor* a);
 
-// a [K, M, A2, A3] (F32, F16, BF16, Q8_0, Q4_0), b [K, N, B2, B3] F32 with
+// a [K, M, A2, A3] (a float or quantized type), b [K, N, B2, B3] F32 with
 // B2 % A2 == 0 and B3 % A3 == 0; result F32 [M, N, B2, B3] = a^T b per matrix.
 Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
 

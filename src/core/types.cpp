@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
 #include "loom/error.h"
+#include "quants.h"
 
 namespace loom {
 
@@ -146,6 +148,19 @@ const TypeTraits kBF16{"bf16", 1, 2, false, bf16_to_float, bf16_from_float};
 const TypeTraits kI32{"i32", 1, 4, false, nullptr, nullptr};
 const TypeTraits kQ8_0{"q8_0", kQK8_0, sizeof(BlockQ8_0), true, q8_0_to_float, q8_0_from_float};
 const TypeTraits kQ4_0{"q4_0", kQK4_0, sizeof(BlockQ4_0), true, q4_0_to_float, q4_0_from_float};
+// Names as llama.cpp spells them (ggml.c type_traits).
+const TypeTraits kQ4_1{"q4_1", 32, sizeof(BlockQ4_1), true, quants::q4_1_to_float, quants::q4_1_from_float};
+const TypeTraits kQ5_0{"q5_0", 32, sizeof(BlockQ5_0), true, quants::q5_0_to_float, quants::q5_0_from_float};
+const TypeTraits kQ5_1{"q5_1", 32, sizeof(BlockQ5_1), true, quants::q5_1_to_float, quants::q5_1_from_float};
+const TypeTraits kQ2_K{"q2_K", kQK_K, sizeof(BlockQ2_K), true, quants::q2_k_to_float, quants::q2_k_from_float};
+const TypeTraits kQ3_K{"q3_K", kQK_K, sizeof(BlockQ3_K), true, quants::q3_k_to_float, quants::q3_k_from_float};
+const TypeTraits kQ4_K{"q4_K", kQK_K, sizeof(BlockQ4_K), true, quants::q4_k_to_float, quants::q4_k_from_float};
+const TypeTraits kQ5_K{"q5_K", kQK_K, sizeof(BlockQ5_K), true, quants::q5_k_to_float, quants::q5_k_from_float};
+const TypeTraits kQ6_K{"q6_K", kQK_K, sizeof(BlockQ6_K), true, quants::q6_k_to_float, quants::q6_k_from_float};
+const TypeTraits kIQ4_NL{"iq4_nl", 32, sizeof(BlockIQ4_NL), true, quants::iq4_nl_to_float, quants::iq4_nl_from_float};
+const TypeTraits kIQ4_XS{"iq4_xs", kQK_K, sizeof(BlockIQ4_XS), true, quants::iq4_xs_to_float,
+                         quants::iq4_xs_from_float};
+const TypeTraits kMXFP4{"mxfp4", 32, sizeof(BlockMXFP4), true, quants::mxfp4_to_float, quants::mxfp4_from_float};
 
 }  // namespace
 
@@ -162,6 +177,17 @@ const TypeTraits& traits(DType type) {
     case DType::I32: return kI32;
     case DType::Q8_0: return kQ8_0;
     case DType::Q4_0: return kQ4_0;
+    case DType::Q4_1: return kQ4_1;
+    case DType::Q5_0: return kQ5_0;
+    case DType::Q5_1: return kQ5_1;
+    case DType::Q2_K: return kQ2_K;
+    case DType::Q3_K: return kQ3_K;
+    case DType::Q4_K: return kQ4_K;
+    case DType::Q5_K: return kQ5_K;
+    case DType::Q6_K: return kQ6_K;
+    case DType::IQ4_NL: return kIQ4_NL;
+    case DType::IQ4_XS: return kIQ4_XS;
+    case DType::MXFP4: return kMXFP4;
   }
   fail("unknown tensor type id {}", static_cast<uint32_t>(type));
 }
@@ -172,7 +198,9 @@ std::optional<DType> type_from_name(std::string_view name) {
   for (DType t : kAllTypes) {
     const auto n = traits(t).name;
     if (n.size() == name.size() &&
-        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) { return a == std::tolower(b); }))
+        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
+                     return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+                   }))
       return t;
   }
   return std::nullopt;

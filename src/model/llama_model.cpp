@@ -82,8 +82,11 @@ Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_
          info->ne[1], info->ne[2], info->ne[3], want[0], want[1], want[2], want[3]);
   if (!is_known_type(info->type)) {
     const gguf::TypeInfo* ti = gguf::type_info(info->type);
-    fail("{}: tensor '{}' has type {}, which Loom does not support (f32, f16, bf16, q8_0, q4_0)", file_->path(), name,
-         ti ? ti->name : "unknown");
+    std::string known;
+    for (DType t : kAllTypes)
+      if (t != DType::I32) known += fmt::format("{}{}", known.empty() ? "" : ", ", type_name(t));
+    fail("{}: tensor '{}' has type {}, which Loom does not support ({})", file_->path(), name,
+         ti ? ti->name : "unknown", known);
   }
   if (info->type == static_cast<uint32_t>(DType::I32))
     fail("{}: tensor '{}' is i32; weights must be float or quantized", file_->path(), name);

@@ -77,5 +77,24 @@ TEST(CpuDeviceQuestions, RepackMemoryOnlyForMulMatsWholeSrc0) {
   EXPECT_TRUE(cpu.supports_operand(*mul_mat(ctx, w, x), 1, repack));  // f32 activations stay plain
 }
 
+// CPU_Repack interleaves only Q4_0 / Q8_0 (the VNNI kernels' layouts): the
+// other quantized types are never asked for there and, if placed there,
+// stay plain, so every op reads them.
+TEST(CpuDeviceQuestions, RepackKeepsOtherQuantizedTypesPlain) {
+  Device& cpu = Registry::get().cpu();
+  BufferType& repack = find_type("CPU_Repack");
+  for (DType t : kQuantizedTypes) {
+    if (t == DType::Q4_0 || t == DType::Q8_0) continue;
+    Context ctx;
+    Tensor* w = ctx.new_tensor(t, {256, 32});
+    Tensor* x = ctx.new_tensor(DType::F32, {256, 3});
+    Tensor* idx = ctx.new_tensor(DType::I32, {2});
+    Tensor* mm = mul_mat(ctx, w, x);
+    EXPECT_TRUE(cpu.supports_op(*mm)) << type_name(t);
+    EXPECT_FALSE(repack.supports_op(*mm)) << type_name(t);
+    EXPECT_TRUE(cpu.supports_operand(*get_rows(ctx, w, idx), 0, repack)) << type_name(t);
+  }
+}
+
 }  // namespace
 }  // namespace loom

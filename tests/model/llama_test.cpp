@@ -163,6 +163,49 @@ TEST_F(LlamaTest, MatchesAPlainForwardPass) {
   }
 }
 
+// A file with matrices of each quantized type loads and runs on the CPU: its
+// logits match the plain forward pass over the dequantized weights. n_ff =
+// 320 is not a whole number of 256-element blocks, so ffn_down takes
+// llama.cpp's fallback type for the K and IQ4_XS types (a mixed file, as
+// llama.cpp's own quantizations are).
+class QuantizedModelTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantizedModelTest, LoadsAndMatchesAPlainForwardPass) {
+  const DType type = GetParam();
+  ModelSpec spec = small_spec();
+  spec.n_embd = 256;
+  spec.n_ff = 320;
+  spec.n_layer = 1;
+  const std::string path = temp_model(std::string(type_name(type)));
+  write_random_model(spec, type, 11, path);
+  auto m = LlamaModel::load(path, cpu_only());
+  std::filesystem::remove(path);
+  EXPECT_EQ(m->token_embd()->type, type);
+  EXPECT_EQ(m->layers()[0].wq->type, type);
+  const DType down = traits(type).block_size == 256 ? type_for_rows(type, 320) : type;
+  EXPECT_EQ(m->layers()[0].ffn_down->type, down);
+  if (traits(type).block_size == 256) EXPECT_NE(down, type);
+  Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99};
+  const auto logits = s.decode(tokens, true);
+  const auto ref = reference_forward(*m, tokens);
+  const int64_t nv = m->hparams().n_vocab;
+  ASSERT_EQ(logits.size(), tokens.size() * nv);
+  // The new types multiply dequantized f32 rows (f32 rounding only); a Q4_0 /
+  // Q8_0 fallback quantizes its activations to 8 bits (~2.5e-3 measured).
+  const double tol = down == DType::Q4_0 || down == DType::Q8_0 ? 1e-2 : 1e-4;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    std::vector<float> row(logits.begin() + t * nv, logits.begin() + (t + 1) * nv);
+    EXPECT_LT(max_rel_error(row, ref[t]), tol) << type_name(type) << " token " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantizedModelTest,
+                         ::testing::Values(DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                                           DType::MXFP4),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
+
 TEST_F(LlamaTest, TokenByTokenEqualsOneBatchAndMicroBatches) {
   auto m = LlamaModel::load(*path_, cpu_only());
   Session batch(*m, {.n_ctx = 32});

@@ -20,12 +20,16 @@ struct MulMatShapes {
 std::vector<MulMatShapes> mul_mat_shapes(DType t) {
   std::vector<MulMatShapes> list;
   const bool quantized = traits(t).is_quantized;
-  // {K, M, N}: odd sizes for plain types, whole blocks of K for quantized.
+  const int64_t b = traits(t).block_size;  // 32 or 256 for quantized types
+  // {K, M, N}: odd sizes for plain types, whole blocks of K for quantized
+  // (1, 2, 3 and 8 blocks of 32; 1, 2, 3 and 4 blocks of 256); N = 33 takes
+  // the gemm path on every SIMD level (panels of 8 or 16 columns).
   const std::vector<std::array<int64_t, 3>> sizes =
-      quantized ? std::vector<std::array<int64_t, 3>>{{32, 3, 1}, {64, 17, 9}, {96, 33, 3}, {256, 16, 8}}
+      quantized ? std::vector<std::array<int64_t, 3>>{{b, 3, 1}, {2 * b, 17, 9}, {3 * b, 33, 3},
+                                                      {b == 32 ? 256 : 4 * b, 16, 8}, {b, 19, 33}}
                 : std::vector<std::array<int64_t, 3>>{{3, 5, 1}, {17, 3, 9}, {33, 17, 9}, {64, 64, 33}, {256, 16, 8}};
   for (auto [K, M, N] : sizes) list.push_back({{K, M, 1, 1}, {K, N, 1, 1}});
-  const int64_t K = quantized ? 64 : 33;
+  const int64_t K = quantized ? 2 * b : 33;
   // Broadcasting: a repeats over b's dims 2-3.
   list.push_back({{K, 5, 2, 1}, {K, 9, 6, 1}});
   list.push_back({{K, 5, 1, 2}, {K, 3, 2, 4}});
@@ -41,7 +45,9 @@ std::vector<MulMatShapes> mul_mat_shapes(DType t) {
 }
 
 void add_mul_mat(std::vector<Case>& cases) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  std::vector<DType> types = {DType::F32, DType::F16, DType::BF16};
+  types.insert(types.end(), std::begin(kQuantizedTypes), std::end(kQuantizedTypes));
+  for (DType t : types) {
     for (const MulMatShapes& s : mul_mat_shapes(t)) {
       cases.push_back(make_case(fmt::format("mul_mat(type={},a={},b={})", type_str(t), shape_name(s.a, s.la),
                                    shape_name(s.b, s.lb)),

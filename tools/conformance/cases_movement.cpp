@@ -12,14 +12,22 @@ namespace {
 using L = Layout;
 
 constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
-constexpr DType kQuantTypes[] = {DType::Q8_0, DType::Q4_0};
-constexpr DType kRowTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
 
 bool is_quantized(DType t) { return traits(t).is_quantized; }
 
+// Every type rows can be read from and written to: the float and quantized ones.
+std::vector<DType> row_types() {
+  std::vector<DType> list(std::begin(kFloatTypes), std::end(kFloatTypes));
+  list.insert(list.end(), std::begin(kQuantizedTypes), std::end(kQuantizedTypes));
+  return list;
+}
+
+// Elements in n blocks of a quantized type (32 or 256 per block).
+int64_t blocks(DType t, int64_t n) { return n * traits(t).block_size; }
+
 // Row lengths to try: odd ones for plain types, whole blocks for quantized.
 std::vector<int64_t> row_lengths(DType t, int64_t odd_a, int64_t odd_b) {
-  if (is_quantized(t)) return {32, 96};
+  if (is_quantized(t)) return {blocks(t, 1), blocks(t, 3)};
   return {1, odd_a, odd_b};
 }
 
@@ -29,14 +37,14 @@ void add_get_rows(std::vector<Case>& cases) {
     Shape rows;  // [n, a.ne2, a.ne3, 1]
     Layout la = L::Contiguous;
   };
-  for (DType t : kRowTypes) {
+  for (DType t : row_types()) {
     std::vector<Shapes> list;
     for (int64_t n0 : row_lengths(t, 17, 33)) {
       list.push_back({{n0, 10, 1, 1}, {5, 1, 1, 1}});
       list.push_back({{n0, 7, 2, 3}, {4, 2, 3, 1}});
       list.push_back({{n0, 1, 1, 1}, {3, 1, 1, 1}});
     }
-    const int64_t n0 = is_quantized(t) ? 64 : 17;
+    const int64_t n0 = is_quantized(t) ? blocks(t, 2) : 17;
     list.push_back({{n0, 6, 3, 1}, {4, 3, 1, 1}, L::Permuted});
     list.push_back({{n0, 9, 2, 1}, {5, 2, 1, 1}, L::Strided});
     for (const Shapes& s : list) {
@@ -56,14 +64,14 @@ void add_set_rows(std::vector<Case>& cases) {
     Shape dst, src;  // rows: [src.ne1, src.ne2, src.ne3, 1]
     Layout ldst = L::Contiguous, lsrc = L::Contiguous;
   };
-  for (DType t : kRowTypes) {
+  for (DType t : row_types()) {
     std::vector<Shapes> list;
-    for (int64_t n0 : is_quantized(t) ? std::vector<int64_t>{32, 64} : std::vector<int64_t>{3, 33}) {
+    for (int64_t n0 : is_quantized(t) ? std::vector<int64_t>{blocks(t, 1), blocks(t, 2)} : std::vector<int64_t>{3, 33}) {
       list.push_back({{n0, 10, 1, 1}, {n0, 4, 1, 1}});
       list.push_back({{n0, 6, 2, 3}, {n0, 6, 2, 3}});
       list.push_back({{n0, 9, 2, 1}, {n0, 1, 2, 1}});
     }
-    const int64_t n0 = is_quantized(t) ? 64 : 17;
+    const int64_t n0 = is_quantized(t) ? blocks(t, 2) : 17;
     list.push_back({{n0, 8, 2, 1}, {n0, 5, 2, 1}, L::Contiguous, L::Transposed});
     list.push_back({{n0, 7, 3, 1}, {n0, 2, 3, 1}, L::Permuted, L::Contiguous});
     for (const Shapes& s : list) {
@@ -107,18 +115,29 @@ void add_cpy(std::vector<Case>& cases) {
   for (DType ta : kFloatTypes)
     for (DType tb : kFloatTypes)
       for (const CopyShapes& s : float_shapes) add_cpy_case(cases, ta, tb, s);
-  const CopyShapes quant_shapes[] = {
-      {{32, 3, 1, 1}, {32, 3, 1, 1}},
-      {{64, 5, 2, 1}, {64, 5, 2, 1}},
-      {{96, 3, 2, 1}, {96, 3, 2, 1}, L::Permuted, L::Contiguous},
+  // Rows of 1, 2 and 3 blocks of the quantized type of the pair.
+  auto quant_shapes = [](DType t) {
+    const int64_t b = traits(t).block_size;
+    return std::vector<CopyShapes>{
+        {{b, 3, 1, 1}, {b, 3, 1, 1}},
+        {{2 * b, 5, 2, 1}, {2 * b, 5, 2, 1}},
+        {{3 * b, 3, 2, 1}, {3 * b, 3, 2, 1}, L::Permuted, L::Contiguous},
+    };
   };
-  const std::pair<DType, DType> quant_pairs[] = {
+  std::vector<std::pair<DType, DType>> quant_pairs = {
       {DType::F32, DType::Q8_0},  {DType::F32, DType::Q4_0},  {DType::F16, DType::Q8_0},
       {DType::BF16, DType::Q4_0}, {DType::Q8_0, DType::F32},  {DType::Q4_0, DType::F32},
       {DType::Q4_0, DType::F16},  {DType::Q8_0, DType::Q8_0}, {DType::Q4_0, DType::Q4_0},
   };
+  // The other quantized types: from and to f32 (quantize / dequantize), to
+  // f16, and a raw copy.
+  for (DType t : kQuantizedTypes) {
+    if (t == DType::Q8_0 || t == DType::Q4_0) continue;
+    for (auto pair : {std::pair{DType::F32, t}, std::pair{t, DType::F32}, std::pair{t, DType::F16}, std::pair{t, t}})
+      quant_pairs.push_back(pair);
+  }
   for (auto [ta, tb] : quant_pairs)
-    for (const CopyShapes& s : quant_shapes) add_cpy_case(cases, ta, tb, s);
+    for (const CopyShapes& s : quant_shapes(is_quantized(ta) ? ta : tb)) add_cpy_case(cases, ta, tb, s);
 }
 
 void add_cont(std::vector<Case>& cases) {
@@ -129,7 +148,11 @@ void add_cont(std::vector<Case>& cases) {
   const Shapes plain[] = {{{17, 3, 2, 1}, L::Contiguous}, {{17, 5, 1, 1}, L::Transposed},
                           {{33, 3, 4, 2}, L::Permuted},   {{7, 5, 3, 2}, L::Shuffled},
                           {{17, 3, 2, 1}, L::Strided}};
-  const Shapes quant[] = {{{64, 3, 2, 1}, L::Contiguous}, {{64, 3, 4, 2}, L::Permuted}, {{32, 3, 2, 1}, L::Strided}};
+  auto quant = [](DType t) {
+    const int64_t b = traits(t).block_size;
+    return std::vector<Shapes>{{{2 * b, 3, 2, 1}, L::Contiguous}, {{2 * b, 3, 4, 2}, L::Permuted},
+                               {{b, 3, 2, 1}, L::Strided}};
+  };
   auto add_one = [&cases](DType t, const Shapes& s) {
     const Fill fill{t == DType::I32 ? Fill::Kind::Ints : Fill::Kind::Normal};
     cases.push_back(make_case(fmt::format("cont(type={},a={})", type_str(t), shape_name(s.ne, s.layout)), Op::Cont, t,
@@ -137,8 +160,8 @@ void add_cont(std::vector<Case>& cases) {
   };
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32})
     for (const Shapes& s : plain) add_one(t, s);
-  for (DType t : kQuantTypes)
-    for (const Shapes& s : quant) add_one(t, s);
+  for (DType t : kQuantizedTypes)
+    for (const Shapes& s : quant(t)) add_one(t, s);
 }
 
 void add_concat(std::vector<Case>& cases) {

@@ -1,7 +1,9 @@
 #include "conformance/reference.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "loom/error.h"
 #include "loom/op.h"
@@ -279,12 +281,28 @@ void RefMemory::write(const Tensor& node, const std::vector<double>& values) {
   const int64_t n = node.ne[0];
   std::vector<float> row(static_cast<size_t>(n)), back(static_cast<size_t>(n));
   std::vector<uint8_t> bytes;
+  // Rows whose bytes a device copies unchanged hold values already in the
+  // node's format; quantizing them again need not give the same blocks (the
+  // K-quant searches are not idempotent), so they are stored as they are:
+  // every row of a cpy/cont between equal types, and the rows set_rows
+  // leaves alone.
+  const bool byte_copy = (node.op == Op::Cpy || node.op == Op::Cont) && node.src[0]->type == node.type;
+  std::set<std::array<int64_t, 3>> set_rows_targets;
+  if (node.op == Op::SetRows) {
+    const Tensor& src = *node.src[0];
+    for_each_index({1, src.ne[1], src.ne[2], src.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
+      set_rows_targets.insert({static_cast<int64_t>(at(*node.src[1], i1, i2, i3, 0)), i2, i3});
+    });
+  }
   size_t k = 0;
   for_each_index({1, node.ne[1], node.ne[2], node.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
     std::vector<double> stored(values.begin() + static_cast<std::ptrdiff_t>(k),
                                values.begin() + static_cast<std::ptrdiff_t>(k + n));
     k += static_cast<size_t>(n);
-    if (node.type == DType::I32) {
+    const bool unchanged = byte_copy || (node.op == Op::SetRows && !set_rows_targets.count({i1, i2, i3}));
+    if (unchanged) {
+      // stored as is
+    } else if (node.type == DType::I32) {
       for (double& v : stored) v = std::nearbyint(v);
     } else if (node.type != DType::F32) {  // round through the stored format
       const TypeTraits& tt = traits(node.type);

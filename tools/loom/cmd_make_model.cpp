@@ -14,7 +14,10 @@ int cmd_make_model(int argc, char** argv) {
             "usage: loom make-model -o FILE [--preset tiny|tinyllama-1.1b] [--type q4_0] [dims...]",
             {{{"-o", "--output"}, "FILE", "output path (required)"},
              {{"--preset"}, "NAME", "tiny (default) or tinyllama-1.1b"},
-             {{"--type"}, "TYPE", "weight type: f32 (default), f16, bf16, q8_0, q4_0"},
+             {{"--type"},
+              "TYPE",
+              "weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+              "iq4_nl, iq4_xs, mxfp4 (a matrix whose rows are not whole blocks falls back as in llama.cpp)"},
              {{"--seed"}, "N", "random seed (default 1)"},
              {{"--vocab"}, "STYLE", "tokenizer: spm (SentencePiece 'llama', default), bpe (byte-level 'gpt2'), "
                                     "bpe-llama3, bpe-qwen2"},
@@ -45,7 +48,9 @@ int cmd_make_model(int argc, char** argv) {
   spec.vocab = parse_tokenizer_style(args.get_or("--vocab", "spm"));
   const std::string type_str = args.get_or("--type", "f32");
   const auto type = type_from_name(type_str);
-  if (!type) fail("--type: unknown type '{}' (f32, f16, bf16, q8_0, q4_0)", type_str);
+  if (!type || *type == DType::I32)
+    fail("--type: unknown type '{}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
+         "iq4_xs, mxfp4)", type_str);
   const uint64_t seed = static_cast<uint64_t>(args.get_int("--seed", 1));
   write_random_model(spec, *type, seed, *out, [](size_t done, size_t total) {
     std::fprintf(stderr, "\rwriting tensors: %zu/%zu", done, total);

@@ -66,24 +66,61 @@ void validate_spec(const ModelSpec& s) {
          s.n_embd, s.n_ff);
 }
 
+namespace {
+
+// llama_ftype (llama.h) of a file whose matrices are mostly `type`; the
+// K types get llama.cpp's "_M" mix number, which loaders only print.
+uint32_t file_type_of(DType type) {
+  switch (type) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q2_K: return 10;
+    case DType::Q3_K: return 12;
+    case DType::Q4_K: return 15;
+    case DType::Q5_K: return 17;
+    case DType::Q6_K: return 18;
+    case DType::IQ4_NL: return 25;
+    case DType::IQ4_XS: return 30;
+    case DType::BF16: return 32;
+    case DType::MXFP4: return 38;
+    case DType::I32: break;
+  }
+  fail("make-model: no GGUF file type for {}", type_name(type));
+}
+
+}  // namespace
+
+DType type_for_rows(DType type, int64_t n_row) {
+  if (n_row % traits(type).block_size == 0) return type;
+  DType fallback = DType::F16;
+  switch (type) {  // llama.cpp's tensor_type_fallback (llama-quant.cpp)
+    case DType::IQ4_XS: fallback = DType::IQ4_NL; break;
+    case DType::Q2_K:
+    case DType::Q3_K: fallback = DType::Q4_0; break;
+    case DType::Q4_K: fallback = DType::Q5_0; break;
+    case DType::Q5_K: fallback = DType::Q5_1; break;
+    case DType::Q6_K: fallback = DType::Q8_0; break;
+    default: break;
+  }
+  return n_row % traits(fallback).block_size == 0 ? fallback : DType::F16;
+}
+
 void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std::string& path,
                         const std::function<void(size_t, size_t)>& progress) {
   validate_spec(s);
-  if (type != DType::F32 && type != DType::F16 && type != DType::BF16 && type != DType::Q8_0 && type != DType::Q4_0)
-    fail("make-model: weight type {} is not supported (f32, f16, bf16, q8_0, q4_0)", type_name(type));
+  if (type == DType::I32) fail("make-model: weight type i32 is not supported (a float or quantized type)");
   const int64_t head_dim = s.n_embd / s.n_head;
   const int64_t n_embd_kv = head_dim * s.n_head_kv;
   gguf::Writer w;
   using gguf::Value;
   w.set("general.architecture", Value::string("llama"));
   w.set("general.name", Value::string("loom-random-" + s.name));
-  // GGUF file types: 0 all f32, 1 mostly f16, 2 mostly q4_0, 7 mostly q8_0, 32 mostly bf16.
-  const uint32_t ftype = type == DType::F32    ? 0
-                         : type == DType::F16  ? 1
-                         : type == DType::Q4_0 ? 2
-                         : type == DType::Q8_0 ? 7
-                                               : 32;
-  w.set("general.file_type", Value::u32(ftype));
+  w.set("general.file_type", Value::u32(file_type_of(type)));
   w.set("general.quantization_version", Value::u32(2));
   w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(s.n_vocab)));
   w.set("llama.context_length", Value::u32(static_cast<uint32_t>(s.n_ctx)));
@@ -101,6 +138,7 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
   // Weights: uniform with std ~ 1/sqrt(fan_in) so activations keep their scale
   // through the layers and logits are not degenerate.
   auto add = [&](const std::string& name, std::vector<int64_t> ne, DType t, float center, float half) {
+    t = type_for_rows(t, ne[0]);
     const uint64_t stream = mix(seed * 0x100000001b3ull + (++index));
     w.add_tensor(name, static_cast<uint32_t>(t), ne, [=](uint8_t* dst, size_t) {
       const int64_t n_row = ne[0];

@@ -33,7 +33,13 @@ ModelSpec model_preset(const std::string& name);
 // Checks the dims fit together (heads divide n_embd, ...), naming the bad one.
 void validate_spec(const ModelSpec& spec);
 
-// Writes the model with weights of `type` (norms stay f32). `progress` gets
+// The type a matrix of `type` with rows of n_row elements gets: `type` when
+// the rows are whole blocks, else llama.cpp's fallback (IQ4_XS -> IQ4_NL,
+// Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), else F16.
+DType type_for_rows(DType type, int64_t n_row);
+
+// Writes the model with weights of `type` (norms stay f32; a matrix whose
+// rows are not whole blocks of `type` gets type_for_rows). `progress` gets
 // (tensors written, total).
 void write_random_model(const ModelSpec& spec, DType type, uint64_t seed, const std::string& path,
                         const std::function<void(size_t, size_t)>& progress = {});

@@ -139,6 +139,10 @@ struct Plan {
   bool private_b = false;
   size_t private_off = 0;
   bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or dot16
+  // Quantized types without integer kernels yet (Q4_1, K-quants, IQ4, MXFP4):
+  // a's rows are dequantized to f32 with the type's reference to_float and
+  // multiplied on the F32 paths (correct, not fast).
+  ToFloatFn dequant = nullptr;
   int c_offset = 0;  // C of the kind (see vec.h)
 
   int64_t n_row_blocks() const { return (M + row_block - 1) / row_block; }
@@ -162,6 +166,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
   p.repacked = is_repacked(a);
+  if (traits(a.type).is_quantized && !is_quant(p.kind)) p.dequant = traits(a.type).to_float;
   // Interleaved weights with a gemm16 kernel take every N on the dot path
   // (b in row format, 16 rows x up to 8 columns per call).
   const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
@@ -174,6 +179,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
   p.arow_off = off;
   if (p.repacked) off += align_up(a.nb[1], kAlign);
+  if (p.dequant) off += row_f32;
 
   if (!p.gemm) {
     p.n_units = p.N;
@@ -201,7 +207,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   }
 
   if (is_quant(p.kind)) p.amode = AMode::Quant;
-  else if (p.kind == WKind::F16) p.amode = AMode::Convert;
+  else if (p.kind == WKind::F16 || p.dequant) p.amode = AMode::Convert;
   else if (p.kind == WKind::BF16) p.amode = kern.gemm_bf16 && K % 2 == 0 ? AMode::Bf16Pairs : AMode::Convert;
   else p.amode = AMode::Direct;
 
@@ -375,6 +381,11 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
   }
   for (int64_t i = r0; i < r1; ++i) {
     const char* ar = p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i);
+    if (p.dequant) {
+      auto* row = reinterpret_cast<float*>(thread + p.arow_off);
+      p.dequant(ar, row, p.K);
+      ar = reinterpret_cast<const char*>(row);
+    }
     for (int64_t j = 0; j < p.N; ++j)
       dot(p.K, ar, bmat + j * p.unit_bytes, reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]));
   }
@@ -396,7 +407,8 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     for (int64_t i = r0; i < r1; ++i) {
       const char* ar = a_row(a, b, mat, i);
       float* out = af32 + (i - r0) * K;
-      if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
+      if (p.dequant) p.dequant(ar, out, K);
+      else if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
       else kern.bf16_to_f32(ar, out, K);
     }
   } else if (p.amode == AMode::Quant) {
