@@ -2,6 +2,7 @@
 // per-model defaults llama.cpp applies (special ids, add_bos, space prefix,
 // space clean-up, end-of-generation tokens found by their text).
 #include <algorithm>
+#include <cctype>
 
 #include "loom/error.h"
 #include "loom/gguf.h"
@@ -108,6 +109,17 @@ void read_tokens(const gguf::File& file, Tokenizer::Impl& t) {
       const int64_t type = types[i].as_int();
       t.types[i] = type >= 0 && type <= 6 ? static_cast<TokenType>(type) : TokenType::Undefined;
     }
+  }
+  // A byte token stands for the byte its text <0xHH> names (piece() decodes
+  // it); llama.cpp reads any text there with strtol, so a corrupt vocabulary
+  // silently yields byte 0. Refuse it instead, naming the token.
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < n; ++i) {
+    if (t.types[i] != TokenType::Byte) continue;
+    const std::string& text = t.texts[i];
+    if (text.size() != 6 || !text.starts_with("<0x") || !hex(text[3]) || !hex(text[4]) || text[5] != '>')
+      fail("{}: {}: token {} has type byte but its text '{}' is not <0xHH> (two hex digits)", file.path(), kTypes, i,
+           text);
   }
 }
 
