@@ -68,6 +68,17 @@ TEST(BenchFormat, JsonlIsOneObjectPerLine) {
   EXPECT_EQ(out.back(), '\n');
 }
 
+// Regression (issue 18): a model name that is not UTF-8 (GGUF metadata) made
+// nlohmann throw type_error 316; the invalid byte becomes U+FFFD.
+TEST(BenchFormat, JsonReplacesBytesThatAreNotUtf8) {
+  for (BenchFormat f : {BenchFormat::Json, BenchFormat::Jsonl}) {
+    const std::string out = print_all(f, {sample_record(512, 0, "llama \xff\xfe")});
+    const std::string first = f == BenchFormat::Json ? out : out.substr(0, out.find('\n'));
+    const auto j = nlohmann::json::parse(first);
+    EXPECT_EQ((f == BenchFormat::Json ? j[0] : j)["model_type"], "llama \xEF\xBF\xBD\xEF\xBF\xBD");
+  }
+}
+
 TEST(BenchFormat, CsvHasOneHeaderAndQuotesText) {
   const std::string out = print_all(BenchFormat::Csv, {sample_record(512, 0), sample_record(0, 128)});
   EXPECT_TRUE(out.starts_with("build_commit,cpu_info,model_type,model_size,"));
@@ -120,6 +131,17 @@ TEST(BenchParams, ListsAndRanges) {
   EXPECT_THROW(parse_int_list("-p", "0-8*2"), Error);
   EXPECT_THROW(parse_int_list("-p", "-3"), Error);
   EXPECT_THROW(parse_int_list("-p", ","), Error);
+  // Regression (issue 18): ranges were expanded without bound (std::bad_alloc after 30 s).
+  EXPECT_EQ(parse_int_list("-d", "1-1024").size(), kMaxListValues);
+  for (const char* big : {"0-51212222", "0-1000000000", "1-1024,5", "0-1000000000+1"}) {
+    try {
+      parse_int_list("-d", big);
+      ADD_FAILURE() << big << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("-d: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("at most 1024"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(BenchParams, CartesianProductKeepsEachModelTogether) {

@@ -68,7 +68,10 @@ class JsonPrinter : public BenchPrinter {
   explicit JsonPrinter(bool lines) : lines_(lines) {}
   std::string begin() override { return lines_ ? "" : "["; }
   std::string record(const BenchRecord& r) override {
-    const std::string text = to_json(r).dump(lines_ ? -1 : 2);
+    // Strings from the model file or the command line need not be UTF-8:
+    // invalid bytes become U+FFFD rather than a type_error.
+    const std::string text =
+        to_json(r).dump(lines_ ? -1 : 2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     if (lines_) return text + "\n";
     return (first_ ? (first_ = false, "\n") : ",\n") + text;
   }

@@ -71,7 +71,7 @@ int cmd_inspect(int argc, char** argv) {
                       {"size", t.size}});
       out["tensors"] = ts;
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   const size_t max_items = static_cast<size_t>(std::max(0, args.get_int("--max-items", 8)));
