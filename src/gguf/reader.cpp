@@ -229,10 +229,15 @@ void File::parse() {
     if (t.ne[0] % ti->block_size != 0)
       fail("{}: tensor '{}' ({}) has ne0 = {}, not a multiple of the block size {}", p, t.name, ti->name, t.ne[0],
            ti->block_size);
-    uint64_t size = static_cast<uint64_t>(t.ne[0] / ti->block_size) * ti->type_size;
-    for (int d = 1; d < 4; ++d)
-      if (__builtin_mul_overflow(size, static_cast<uint64_t>(t.ne[d]), &size))
-        fail("{}: tensor '{}' size overflows", p, t.name);
+    // Every product checked: an unchecked (ne0 / block) * type_size wrapped
+    // to 0 bytes for ne0 = 2^62 and passed the bounds check below.
+    uint64_t size = 0;
+    bool overflow =
+        __builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] / ti->block_size), uint64_t{ti->type_size}, &size);
+    for (int d = 1; d < 4 && !overflow; ++d)
+      overflow = __builtin_mul_overflow(size, static_cast<uint64_t>(t.ne[d]), &size);
+    if (overflow) fail("{}: tensor '{}' size overflows (ne = [{}, {}, {}, {}], {})", p, t.name, t.ne[0], t.ne[1],
+                       t.ne[2], t.ne[3], ti->name);
     t.size = size;
     t.offset = c.get<uint64_t>(t.name);
     if (t.offset % alignment_ != 0)

@@ -194,6 +194,14 @@ TEST(Gguf, CorruptFieldsGiveErrorsNamingTheProblem) {
   r = {};
   r.dims = {32, 1ull << 62};
   expect_error(r, "'w'");
+  // Regression (issue 18): (ne0 / block) * type_size wrapped to a 0-byte tensor.
+  r = {};
+  r.n_dims = 1;
+  r.dims = {1ull << 62};
+  expect_error(r, "tensor 'w' size overflows");
+  expect_error(r, "loom_gguf_test_");  // the file
+  r.dims = {1ull << 61};  // 2^63 bytes: no overflow, but past the end
+  expect_error(r, "past the end");
   r = {};
   r.dims = {32, 0};
   expect_error(r, "dim 1");
