@@ -140,9 +140,22 @@ Value read_value(Cursor& c, ValueType type, const std::string& key, const std::s
       if (n > c.remaining() / scalar_size(v.array_type))
         fail("{}: key '{}' claims {} elements of {} but only {} bytes remain", path, key, n,
              value_type_name(v.array_type), c.remaining());
-      std::vector<Value> items;
-      items.reserve(n);
-      for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, v.array_type, key, path, depth + 1));
+      // Stored compactly (see gguf::Array): scalars are read as one block.
+      Array items(v.array_type);
+      if (const size_t size = element_bytes(v.array_type); size != 0) {
+        std::vector<uint8_t> block(n * size);
+        c.read(block.data(), block.size(), key);
+        if (v.array_type == ValueType::Bool)
+          for (uint64_t i = 0; i < n; ++i)
+            if (block[i] > 1) fail("{}: key '{}': bool element {} is {}, neither 0 nor 1", path, key, i, block[i]);
+        items.append_scalars(block.data(), n);
+      } else if (v.array_type == ValueType::String) {
+        items.reserve(n);
+        for (uint64_t i = 0; i < n; ++i) items.push_string(c.string("key '" + key + "'"));
+      } else {
+        items.reserve(n);
+        for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, v.array_type, key, path, depth + 1));
+      }
       v.data = std::move(items);
       break;
     }

@@ -61,7 +61,7 @@ constexpr std::string_view kEotTexts[] = {
     "<end_of_utterance>",
 };
 
-const std::vector<gguf::Value>& get_array(const gguf::File& file, std::string_view key, gguf::ValueType element) {
+const gguf::Array& get_array(const gguf::File& file, std::string_view key, gguf::ValueType element) {
   const gguf::Value& v = file.get(key);
   if (v.type != gguf::ValueType::Array || v.array_type != element)
     fail("{}: {} must be an array of {}, found {}", file.path(), key, gguf::value_type_name(element),
@@ -84,7 +84,7 @@ void read_tokens(const gguf::File& file, Tokenizer::Impl& t) {
   t.texts.reserve(n);
   t.text_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    std::string text = tokens[i].as_string();
+    std::string text(tokens.string_at(i));
     if (text.empty()) text = fmt::format("[EMPTY_{}]", i);  // as llama.cpp names them
     auto [it, inserted] = t.text_to_id.emplace(text, static_cast<int32_t>(i));
     if (!inserted) fail("{}: {}: token '{}' appears twice (ids {} and {})", file.path(), kTokens, text, it->second, i);
@@ -222,7 +222,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
     const auto& merges = get_array(file, kMerges, gguf::ValueType::String);
     t->merge_ranks.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
-      const std::string& merge = merges[i].as_string();
+      const std::string merge(merges.string_at(i));
       const size_t space = merge.find(' ', 1);
       if (space == std::string::npos) fail("{}: {}[{}] = '{}' is not two symbols separated by a space", file.path(), kMerges, i, merge);
       t->merge_ranks.emplace(merge, static_cast<int32_t>(i));  // the first rank of a repeated merge wins

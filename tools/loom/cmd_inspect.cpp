@@ -20,7 +20,8 @@ nlohmann::json to_json(const gguf::Value& v) {
     case ValueType::F64: return v.as_float();
     case ValueType::Array: {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& item : v.as_array()) a.push_back(to_json(item));
+      const gguf::Array& items = v.as_array();
+      for (size_t i = 0; i < items.size(); ++i) a.push_back(to_json(items[i]));
       return a;
     }
     default:
