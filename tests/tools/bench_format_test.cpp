@@ -54,7 +54,7 @@ TEST(BenchFormat, JsonIsAnArrayOfObjectsInFieldOrder) {
   EXPECT_EQ(j[0].begin().key(), "build_commit");
   EXPECT_EQ(j[1]["n_gen"], 128);
   EXPECT_EQ(j[0]["cpu_info"], "CPU \"x\", it's fast");
-  EXPECT_EQ(j[0]["samples_ns"], nlohmann::json::array({1000, 2000}));
+  EXPECT_EQ(j[0]["samples_ns"], nlohmann::ordered_json::array({1000, 2000}));
   EXPECT_DOUBLE_EQ(j[0]["avg_ts"].get<double>(), 100.5);
   EXPECT_EQ(nlohmann::json::parse(print_all(BenchFormat::Json, {})).size(), 0u);  // no records: []
 }

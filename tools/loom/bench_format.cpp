@@ -13,6 +13,8 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;  // clang 14 has no aggregate deduction
 
 std::string number_text(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
 
