@@ -26,7 +26,7 @@ std::vector<float> parse_tensor_split(const std::string& s) {
       if (used != item.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(item);
       out.push_back(v);
     } catch (const std::exception&) {
-      fail("-ts: '{}' is not a finite non-negative number (in '{}')", item, s);
+      fail("-ts: '{}' is not a non-negative number (in '{}')", item, s);
     }
   }
   if (out.empty() || std::accumulate(out.begin(), out.end(), 0.0f) <= 0.0f)
