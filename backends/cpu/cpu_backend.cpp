@@ -52,7 +52,16 @@ MemoryInfo CpuDevice::memory() const {
   return {meminfo_kib("MemAvailable:") * 1024, meminfo_kib("MemTotal:") * 1024};
 }
 
+namespace {
+
+void check_thread_count(int n) {
+  if (n > kMaxThreads) fail("CPU backend: {} threads asked for; at most {} (kMaxThreads)", n, kMaxThreads);
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> CpuDevice::create_backend(const BackendOptions& options) {
+  check_thread_count(options.n_threads);
   return std::make_unique<CpuBackend>(*this, options.n_threads > 0 ? options.n_threads : default_thread_count());
 }
 
@@ -76,6 +85,7 @@ CpuBackend::CpuBackend(CpuDevice& device, int n_threads)
     : device_(device), pool_(std::make_unique<ThreadPool>(n_threads)) {}
 
 void CpuBackend::set_n_threads(int n) {
+  check_thread_count(n);
   if (n < 1) n = default_thread_count();
   if (n != pool_->size()) pool_ = std::make_unique<ThreadPool>(n);
 }

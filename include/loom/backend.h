@@ -151,8 +151,12 @@ class Backend {
   virtual void set_n_threads(int n) { (void)n; }
 };
 
+// The most compute threads a backend starts (llama.cpp's GGML_MAX_N_THREADS):
+// more fail with an Error instead of std::system_error from thread creation.
+inline constexpr int kMaxThreads = 512;
+
 struct BackendOptions {
-  int n_threads = 0;  // 0: the device's default
+  int n_threads = 0;  // 0: the device's default; at most kMaxThreads
 };
 
 class Device {

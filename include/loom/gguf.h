@@ -26,12 +26,64 @@ enum class ValueType : uint32_t {
 };
 std::string_view value_type_name(ValueType t);
 
+struct Value;
+
+// An array value, stored about as compactly as in the file: scalar elements
+// as their little-endian bytes, strings back to back with their end offsets.
+// (One Value per element cost some 50 bytes for each byte of a u8 array.)
+// Arrays of arrays, and arrays built from Values whose types do not all match
+// the element type (for the writer to refuse), keep one Value per element.
+class Array {
+ public:
+  Array();
+  explicit Array(ValueType element_type);
+  Array(const Array&);
+  Array(Array&&) noexcept;
+  Array& operator=(const Array&);
+  Array& operator=(Array&&) noexcept;
+  ~Array();
+
+  ValueType element_type() const { return type_; }
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  // Element i as a Value (a copy; strings are copied too). Throws when i is out of range.
+  Value operator[](size_t i) const;
+  // Element i of a string array without a copy.
+  std::string_view string_at(size_t i) const;
+  // The elements' bytes as in a GGUF file, for compact scalar arrays (else empty).
+  const std::vector<uint8_t>& scalar_bytes() const { return bytes_; }
+  // Whether the elements are kept one Value each (see above).
+  bool generic() const { return generic_ || type_ == ValueType::Array; }
+  const std::vector<Value>& items() const { return items_; }
+
+  void reserve(size_t n);
+  // Appends an element; a Value whose type is not the element type turns
+  // the array generic, so the writer can name the mismatch.
+  void push_back(const Value& v);
+  void push_back(Value&& v);
+  void push_string(std::string_view s);  // for string arrays
+  // Appends `n` little-endian scalars of the element type (the reader).
+  void append_scalars(const uint8_t* p, size_t n);
+
+ private:
+  void make_generic();
+  ValueType type_ = ValueType::U8;
+  size_t count_ = 0;              // compact elements
+  std::vector<uint8_t> bytes_;    // scalars: count_ * element size; strings: the texts
+  std::vector<uint64_t> ends_;    // strings: where each text ends in bytes_
+  std::vector<Value> items_;      // generic arrays
+  bool generic_ = false;
+};
+
+// Bytes of one element of a scalar type (0 for String and Array).
+size_t element_bytes(ValueType t);
+
 // A metadata value. Integers are held widened (signed in int64, unsigned in
 // uint64), floats in double; `type` keeps the exact GGUF type for writing.
 struct Value {
   ValueType type = ValueType::U32;
   ValueType array_type = ValueType::U8;  // element type when type == Array
-  std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<Value>> data;
+  std::variant<uint64_t, int64_t, double, bool, std::string, Array> data;
 
   static Value u32(uint32_t v) { return {ValueType::U32, ValueType::U8, uint64_t{v}}; }
   static Value i32(int32_t v) { return {ValueType::I32, ValueType::U8, int64_t{v}}; }
@@ -39,9 +91,8 @@ struct Value {
   static Value f32(float v) { return {ValueType::F32, ValueType::U8, double{v}}; }
   static Value boolean(bool v) { return {ValueType::Bool, ValueType::U8, v}; }
   static Value string(std::string v) { return {ValueType::String, ValueType::U8, std::move(v)}; }
-  static Value array(ValueType element_type, std::vector<Value> items) {
-    return {ValueType::Array, element_type, std::move(items)};
-  }
+  static Value array(ValueType element_type, std::vector<Value> items);
+  static Value array(Array items);
   static Value strings(const std::vector<std::string>& items);
   static Value f32s(const std::vector<float>& items);
   static Value i32s(const std::vector<int32_t>& items);
@@ -54,7 +105,7 @@ struct Value {
   double as_float() const;  // integers convert too
   bool as_bool() const;
   const std::string& as_string() const;
-  const std::vector<Value>& as_array() const;
+  const Array& as_array() const;
   std::string to_string(size_t max_items = 8) const;  // for display
 };
 

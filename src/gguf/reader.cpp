@@ -140,9 +140,22 @@ Value read_value(Cursor& c, ValueType type, const std::string& key, const std::s
       if (n > c.remaining() / scalar_size(v.array_type))
         fail("{}: key '{}' claims {} elements of {} but only {} bytes remain", path, key, n,
              value_type_name(v.array_type), c.remaining());
-      std::vector<Value> items;
-      items.reserve(n);
-      for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, v.array_type, key, path, depth + 1));
+      // Stored compactly (see gguf::Array): scalars are read as one block.
+      Array items(v.array_type);
+      if (const size_t size = element_bytes(v.array_type); size != 0) {
+        std::vector<uint8_t> block(n * size);
+        c.read(block.data(), block.size(), key);
+        if (v.array_type == ValueType::Bool)
+          for (uint64_t i = 0; i < n; ++i)
+            if (block[i] > 1) fail("{}: key '{}': bool element {} is {}, neither 0 nor 1", path, key, i, block[i]);
+        items.append_scalars(block.data(), n);
+      } else if (v.array_type == ValueType::String) {
+        items.reserve(n);
+        for (uint64_t i = 0; i < n; ++i) items.push_string(c.string("key '" + key + "'"));
+      } else {
+        items.reserve(n);
+        for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, v.array_type, key, path, depth + 1));
+      }
       v.data = std::move(items);
       break;
     }
@@ -229,10 +242,15 @@ void File::parse() {
     if (t.ne[0] % ti->block_size != 0)
       fail("{}: tensor '{}' ({}) has ne0 = {}, not a multiple of the block size {}", p, t.name, ti->name, t.ne[0],
            ti->block_size);
-    uint64_t size = static_cast<uint64_t>(t.ne[0] / ti->block_size) * ti->type_size;
-    for (int d = 1; d < 4; ++d)
-      if (__builtin_mul_overflow(size, static_cast<uint64_t>(t.ne[d]), &size))
-        fail("{}: tensor '{}' size overflows", p, t.name);
+    // Every product checked: an unchecked (ne0 / block) * type_size wrapped
+    // to 0 bytes for ne0 = 2^62 and passed the bounds check below.
+    uint64_t size = 0;
+    bool overflow =
+        __builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] / ti->block_size), uint64_t{ti->type_size}, &size);
+    for (int d = 1; d < 4 && !overflow; ++d)
+      overflow = __builtin_mul_overflow(size, static_cast<uint64_t>(t.ne[d]), &size);
+    if (overflow) fail("{}: tensor '{}' size overflows (ne = [{}, {}, {}, {}], {})", p, t.name, t.ne[0], t.ne[1],
+                       t.ne[2], t.ne[3], ti->name);
     t.size = size;
     t.offset = c.get<uint64_t>(t.name);
     if (t.offset % alignment_ != 0)

@@ -1,4 +1,6 @@
 // GGUF metadata values and the table of tensor types GGUF files use.
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "loom/error.h"
@@ -25,25 +27,175 @@ std::string_view value_type_name(ValueType t) {
   return "?";
 }
 
+size_t element_bytes(ValueType t) {
+  switch (t) {
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::Bool: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
+    case ValueType::String:
+    case ValueType::Array: return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class T>
+void store(std::vector<uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+}  // namespace
+
+Array::Array() = default;
+Array::Array(ValueType element_type) : type_(element_type) {}
+Array::Array(const Array&) = default;
+Array::Array(Array&&) noexcept = default;
+Array& Array::operator=(const Array&) = default;
+Array& Array::operator=(Array&&) noexcept = default;
+Array::~Array() = default;
+
+size_t Array::size() const { return generic() ? items_.size() : count_; }
+
+void Array::reserve(size_t n) {
+  if (generic()) items_.reserve(n);
+  else if (type_ == ValueType::String) ends_.reserve(n);
+  else bytes_.reserve(n * element_bytes(type_));
+}
+
+void Array::make_generic() {
+  if (generic()) return;
+  std::vector<Value> items;
+  items.reserve(count_ + 1);
+  for (size_t i = 0; i < count_; ++i) items.push_back((*this)[i]);
+  items_ = std::move(items);
+  generic_ = true;
+  count_ = 0;
+  bytes_.clear();
+  bytes_.shrink_to_fit();
+  ends_.clear();
+  ends_.shrink_to_fit();
+}
+
+void Array::push_back(const Value& v) { push_back(Value(v)); }
+
+void Array::push_back(Value&& v) {
+  if (!generic() && v.type != type_) make_generic();
+  if (generic()) {
+    items_.push_back(std::move(v));
+    return;
+  }
+  switch (type_) {
+    case ValueType::U8: store(bytes_, static_cast<uint8_t>(v.as_uint())); break;
+    case ValueType::I8: store(bytes_, static_cast<int8_t>(v.as_int())); break;
+    case ValueType::U16: store(bytes_, static_cast<uint16_t>(v.as_uint())); break;
+    case ValueType::I16: store(bytes_, static_cast<int16_t>(v.as_int())); break;
+    case ValueType::U32: store(bytes_, static_cast<uint32_t>(v.as_uint())); break;
+    case ValueType::I32: store(bytes_, static_cast<int32_t>(v.as_int())); break;
+    case ValueType::U64: store(bytes_, v.as_uint()); break;
+    case ValueType::I64: store(bytes_, v.as_int()); break;
+    case ValueType::F32: store(bytes_, static_cast<float>(v.as_float())); break;
+    case ValueType::F64: store(bytes_, v.as_float()); break;
+    case ValueType::Bool: store(bytes_, static_cast<uint8_t>(v.as_bool() ? 1 : 0)); break;
+    case ValueType::String: push_string(v.as_string()); return;
+    case ValueType::Array: break;  // generic, handled above
+  }
+  ++count_;
+}
+
+void Array::push_string(std::string_view s) {
+  if (type_ != ValueType::String) fail("a string pushed onto an array of {}", value_type_name(type_));
+  if (generic()) {
+    items_.push_back(Value::string(std::string(s)));
+    return;
+  }
+  bytes_.insert(bytes_.end(), s.begin(), s.end());
+  ends_.push_back(bytes_.size());
+  ++count_;
+}
+
+void Array::append_scalars(const uint8_t* p, size_t n) {
+  const size_t size = element_bytes(type_);
+  if (size == 0 || generic()) fail("raw scalars appended to an array of {}", value_type_name(type_));
+  bytes_.insert(bytes_.end(), p, p + n * size);
+  count_ += n;
+}
+
+std::string_view Array::string_at(size_t i) const {
+  if (i >= size()) fail("array index {} out of range ({} elements)", i, size());
+  if (generic()) return items_[i].as_string();
+  if (type_ != ValueType::String) fail("an array of {} holds no strings", value_type_name(type_));
+  const uint64_t begin = i == 0 ? 0 : ends_[i - 1];
+  return {reinterpret_cast<const char*>(bytes_.data()) + begin, static_cast<size_t>(ends_[i] - begin)};
+}
+
+Value Array::operator[](size_t i) const {
+  if (i >= size()) fail("array index {} out of range ({} elements)", i, size());
+  if (generic()) return items_[i];
+  const uint8_t* p = bytes_.data() + i * element_bytes(type_);
+  switch (type_) {
+    case ValueType::U8: return {type_, ValueType::U8, uint64_t{load<uint8_t>(p)}};
+    case ValueType::I8: return {type_, ValueType::U8, int64_t{load<int8_t>(p)}};
+    case ValueType::U16: return {type_, ValueType::U8, uint64_t{load<uint16_t>(p)}};
+    case ValueType::I16: return {type_, ValueType::U8, int64_t{load<int16_t>(p)}};
+    case ValueType::U32: return {type_, ValueType::U8, uint64_t{load<uint32_t>(p)}};
+    case ValueType::I32: return {type_, ValueType::U8, int64_t{load<int32_t>(p)}};
+    case ValueType::U64: return {type_, ValueType::U8, load<uint64_t>(p)};
+    case ValueType::I64: return {type_, ValueType::U8, load<int64_t>(p)};
+    case ValueType::F32: return {type_, ValueType::U8, double{load<float>(p)}};
+    case ValueType::F64: return {type_, ValueType::U8, load<double>(p)};
+    case ValueType::Bool: return {type_, ValueType::U8, load<uint8_t>(p) != 0};
+    case ValueType::String: return Value::string(std::string(string_at(i)));
+    case ValueType::Array: break;
+  }
+  fail("array of {}: no element {}", value_type_name(type_), i);
+}
+
+Value Value::array(ValueType element_type, std::vector<Value> items) {
+  Array a(element_type);
+  a.reserve(items.size());
+  for (Value& v : items) a.push_back(std::move(v));
+  return array(std::move(a));
+}
+
+Value Value::array(Array items) {
+  const ValueType t = items.element_type();
+  return {ValueType::Array, t, std::move(items)};
+}
+
 Value Value::strings(const std::vector<std::string>& items) {
-  std::vector<Value> v;
-  v.reserve(items.size());
-  for (const auto& s : items) v.push_back(string(s));
-  return array(ValueType::String, std::move(v));
+  Array a(ValueType::String);
+  a.reserve(items.size());
+  for (const auto& s : items) a.push_string(s);
+  return array(std::move(a));
 }
 
 Value Value::f32s(const std::vector<float>& items) {
-  std::vector<Value> v;
-  v.reserve(items.size());
-  for (float f : items) v.push_back(f32(f));
-  return array(ValueType::F32, std::move(v));
+  Array a(ValueType::F32);
+  a.append_scalars(reinterpret_cast<const uint8_t*>(items.data()), items.size());
+  return array(std::move(a));
 }
 
 Value Value::i32s(const std::vector<int32_t>& items) {
-  std::vector<Value> v;
-  v.reserve(items.size());
-  for (int32_t i : items) v.push_back(i32(i));
-  return array(ValueType::I32, std::move(v));
+  Array a(ValueType::I32);
+  a.append_scalars(reinterpret_cast<const uint8_t*>(items.data()), items.size());
+  return array(std::move(a));
 }
 
 bool Value::is_integer() const {
@@ -85,8 +237,8 @@ const std::string& Value::as_string() const {
   fail("a {} value is not a string", value_type_name(type));
 }
 
-const std::vector<Value>& Value::as_array() const {
-  if (auto* a = std::get_if<std::vector<Value>>(&data)) return *a;
+const Array& Value::as_array() const {
+  if (auto* a = std::get_if<Array>(&data)) return *a;
   fail("a {} value is not an array", value_type_name(type));
 }
 

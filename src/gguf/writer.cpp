@@ -22,7 +22,7 @@ class Sink {
   void put(T v) {
     bytes(&v, sizeof v);
   }
-  void string(const std::string& s) {
+  void string(std::string_view s) {
     put<uint64_t>(s.size());
     bytes(s.data(), s.size());
   }
@@ -54,13 +54,21 @@ void write_value(Sink& s, const Value& v, bool with_type) {
     case ValueType::Bool: s.put<uint8_t>(v.as_bool() ? 1 : 0); break;
     case ValueType::String: s.string(v.as_string()); break;
     case ValueType::Array: {
-      const auto& items = v.as_array();
+      const Array& items = v.as_array();
+      if (items.element_type() != v.array_type)
+        fail("array of {} holds {} elements", value_type_name(v.array_type), value_type_name(items.element_type()));
       s.put<uint32_t>(static_cast<uint32_t>(v.array_type));
       s.put<uint64_t>(items.size());
-      for (const Value& item : items) {
-        if (item.type != v.array_type)
-          fail("array of {} holds a {} element", value_type_name(v.array_type), value_type_name(item.type));
-        write_value(s, item, false);
+      if (!items.generic() && v.array_type == ValueType::String) {
+        for (size_t i = 0; i < items.size(); ++i) s.string(items.string_at(i));
+      } else if (!items.generic()) {
+        s.bytes(items.scalar_bytes().data(), items.scalar_bytes().size());  // already GGUF's layout
+      } else {
+        for (const Value& item : items.items()) {
+          if (item.type != v.array_type)
+            fail("array of {} holds a {} element", value_type_name(v.array_type), value_type_name(item.type));
+          write_value(s, item, false);
+        }
       }
       break;
     }

@@ -273,15 +273,20 @@ void LlamaModel::place_weights(const LoadOptions& options) {
   // Tied output: the token embedding serves as the output matrix. Load it a
   // second time only when the output layer's buffer type differs.
   if (output_ == token_embd_) {
-    const Weight& embd = weights_.front();
+    // Copied out, not referenced: the push_back below may reallocate weights_.
+    const auto embd = std::find_if(weights_.begin(), weights_.end(),
+                                   [this](const Weight& w) { return w.tensor == token_embd_; });
+    if (embd == weights_.end()) throw Error("tied output: token_embd.weight has no weight entry");
+    const gguf::TensorInfo* embd_info = embd->info;
+    const BufferType* embd_type = embd->type;
     std::string fallback;
     BufferType& bt = choose_buffer_type(*token_embd_, h.n_layer, Op::MulMat, options, fallback);
-    if (&bt != embd.type) {
+    if (&bt != embd_type) {
       output_ = ctx_.dup_tensor(*token_embd_);
       output_->name = "output.weight (tied to token_embd.weight)";
       output_->flags |= kFlagWeight;
-      weights_.push_back({output_, embd.info, 0, h.n_layer, Op::MulMat, &bt});
-      placements_.push_back({output_->name, std::string(bt.name()), embd.info->size, fallback});
+      weights_.push_back({output_, embd_info, 0, h.n_layer, Op::MulMat, &bt});
+      placements_.push_back({output_->name, std::string(bt.name()), embd_info->size, fallback});
     }
   }
   for (const Weight& w : weights_)

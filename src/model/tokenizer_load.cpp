@@ -2,6 +2,7 @@
 // per-model defaults llama.cpp applies (special ids, add_bos, space prefix,
 // space clean-up, end-of-generation tokens found by their text).
 #include <algorithm>
+#include <cctype>
 
 #include "loom/error.h"
 #include "loom/gguf.h"
@@ -60,7 +61,7 @@ constexpr std::string_view kEotTexts[] = {
     "<end_of_utterance>",
 };
 
-const std::vector<gguf::Value>& get_array(const gguf::File& file, std::string_view key, gguf::ValueType element) {
+const gguf::Array& get_array(const gguf::File& file, std::string_view key, gguf::ValueType element) {
   const gguf::Value& v = file.get(key);
   if (v.type != gguf::ValueType::Array || v.array_type != element)
     fail("{}: {} must be an array of {}, found {}", file.path(), key, gguf::value_type_name(element),
@@ -83,7 +84,7 @@ void read_tokens(const gguf::File& file, Tokenizer::Impl& t) {
   t.texts.reserve(n);
   t.text_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    std::string text = tokens[i].as_string();
+    std::string text(tokens.string_at(i));
     if (text.empty()) text = fmt::format("[EMPTY_{}]", i);  // as llama.cpp names them
     auto [it, inserted] = t.text_to_id.emplace(text, static_cast<int32_t>(i));
     if (!inserted) fail("{}: {}: token '{}' appears twice (ids {} and {})", file.path(), kTokens, text, it->second, i);
@@ -108,6 +109,17 @@ void read_tokens(const gguf::File& file, Tokenizer::Impl& t) {
       const int64_t type = types[i].as_int();
       t.types[i] = type >= 0 && type <= 6 ? static_cast<TokenType>(type) : TokenType::Undefined;
     }
+  }
+  // A byte token stands for the byte its text <0xHH> names (piece() decodes
+  // it); llama.cpp reads any text there with strtol, so a corrupt vocabulary
+  // silently yields byte 0. Refuse it instead, naming the token.
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < n; ++i) {
+    if (t.types[i] != TokenType::Byte) continue;
+    const std::string& text = t.texts[i];
+    if (text.size() != 6 || !text.starts_with("<0x") || !hex(text[3]) || !hex(text[4]) || text[5] != '>')
+      fail("{}: {}: token {} has type byte but its text '{}' is not <0xHH> (two hex digits)", file.path(), kTypes, i,
+           text);
   }
 }
 
@@ -210,7 +222,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
     const auto& merges = get_array(file, kMerges, gguf::ValueType::String);
     t->merge_ranks.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
-      const std::string& merge = merges[i].as_string();
+      const std::string merge(merges.string_at(i));
       const size_t space = merge.find(' ', 1);
       if (space == std::string::npos) fail("{}: {}[{}] = '{}' is not two symbols separated by a space", file.path(), kMerges, i, merge);
       t->merge_ranks.emplace(merge, static_cast<int32_t>(i));  // the first rank of a repeated merge wins

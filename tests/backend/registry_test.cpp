@@ -19,6 +19,20 @@ TEST(Registry, CpuIsAlwaysPresentAndFoundCaseInsensitively) {
   EXPECT_TRUE(reg.find_buffer_type("CPU_Mapped")->is_host());
 }
 
+// Regression (issue 18): `run -t 100000` ended in std::system_error from
+// thread creation; more than kMaxThreads is a loom::Error naming the limit.
+TEST(Registry, CpuBackendRefusesMoreThanMaxThreads) {
+  Device& cpu = Registry::get().cpu();
+  try {
+    cpu.create_backend({.n_threads = kMaxThreads + 1});
+    ADD_FAILURE() << "accepted " << kMaxThreads + 1 << " threads";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 512"), std::string::npos) << e.what();
+  }
+  auto backend = cpu.create_backend({.n_threads = 2});
+  EXPECT_THROW(backend->set_n_threads(100000), Error);
+}
+
 TEST(Registry, FilterKeepsNamedDevicesAndTheCpu) {
   Registry& reg = Registry::get();
   std::vector<Device*> all = reg.devices();

@@ -105,7 +105,10 @@ TEST(Checker, DetectsAWriteAfterTheOutput) {
 
 TEST(Checker, DetectsAWriteBeforeTheOutput) {
   const CaseResult r = run_on_cpu(find_case(kAddCase), {[](Tensor& out) {
-                                    static_cast<uint8_t*>(out.data)[-kGuardBytes] = 0;  // first guard byte
+                                    // The first guard byte. Subtracted, not indexed with
+                                    // -kGuardBytes: negating a size_t gives an index near
+                                    // 2^64, an out-of-bounds pointer under ASan.
+                                    *(static_cast<uint8_t*>(out.data) - kGuardBytes) = 0;
                                   }});
   EXPECT_EQ(r.status, CaseStatus::Failed);
   EXPECT_NE(r.message.find("256 bytes before"), std::string::npos) << r.message;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -194,6 +196,14 @@ TEST(Gguf, CorruptFieldsGiveErrorsNamingTheProblem) {
   r = {};
   r.dims = {32, 1ull << 62};
   expect_error(r, "'w'");
+  // Regression (issue 18): (ne0 / block) * type_size wrapped to a 0-byte tensor.
+  r = {};
+  r.n_dims = 1;
+  r.dims = {1ull << 62};
+  expect_error(r, "tensor 'w' size overflows");
+  expect_error(r, "loom_gguf_test_");  // the file
+  r.dims = {1ull << 61};  // 2^63 bytes: no overflow, but past the end
+  expect_error(r, "past the end");
   r = {};
   r.dims = {32, 0};
   expect_error(r, "dim 1");
@@ -222,6 +232,72 @@ TEST(Gguf, AbsurdStringLengthIsRejectedBeforeAllocating) {
   const uint64_t huge = 1ull << 50;
   std::memcpy(bytes.data() + 24, &huge, 8);
   EXPECT_NE(open_error(bytes).find("only"), std::string::npos);
+}
+
+// Regression (issue 18): one Value per element made a 64 MiB u8 array cost
+// 3.2 GB. The heap the open file keeps must be about the array's size.
+TEST(Gguf, ArraysCostAboutTheirSizeOnDisk) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+  constexpr uint64_t n = 16u << 20;
+  std::vector<uint8_t> b;
+  auto put = [&b](const void* p, size_t size) {
+    b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + size);
+  };
+  const uint32_t header[] = {0x46554747, 3};
+  const uint64_t counts[] = {0, 1};  // tensors, metadata
+  put(header, sizeof header);
+  put(counts, sizeof counts);
+  const uint64_t key_len = 3;
+  put(&key_len, 8);
+  put("big", 3);
+  const uint32_t types[] = {9, 0};  // an array of u8
+  put(types, sizeof types);
+  put(&n, 8);
+  b.resize(b.size() + n, 7);
+  const std::string path = temp_path("big_array.gguf");
+  write_bytes(path, b);
+  b = {};
+  auto heap = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const size_t before = heap();
+  auto f = File::open(path);
+  const size_t kept = heap() - before;
+  const Array& a = f->get("big").as_array();
+  EXPECT_EQ(a.size(), n);
+  EXPECT_EQ(a[n - 1].as_uint(), 7u);
+  EXPECT_LT(kept, n + n / 2) << "the open file keeps " << kept << " bytes of heap for a " << n << "-byte array";
+  f.reset();
+  std::filesystem::remove(path);
+#else
+  GTEST_SKIP() << "needs glibc's mallinfo2";
+#endif
+}
+
+TEST(Gguf, ArraysRoundTripCompactly) {
+  Writer w;
+  w.set("u8s", Value::array(ValueType::U8, {Value{ValueType::U8, ValueType::U8, uint64_t{1}},
+                                            Value{ValueType::U8, ValueType::U8, uint64_t{255}}}));
+  w.set("bools", Value::array(ValueType::Bool, {Value::boolean(true), Value::boolean(false)}));
+  w.set("i64s", Value::array(ValueType::I64, {Value{ValueType::I64, ValueType::U8, int64_t{-5}}}));
+  w.set("strings", Value::strings({"", "x", "hello"}));
+  const std::string path = temp_path("arrays.gguf");
+  w.write(path);
+  auto f = File::open(path);
+  const Array& u8s = f->get("u8s").as_array();
+  ASSERT_EQ(u8s.size(), 2u);
+  EXPECT_EQ(u8s[1].as_uint(), 255u);
+  EXPECT_EQ(u8s[1].type, ValueType::U8);
+  EXPECT_FALSE(f->get("bools").as_array()[1].as_bool());
+  EXPECT_EQ(f->get("i64s").as_array()[0].as_int(), -5);
+  const Array& s = f->get("strings").as_array();
+  EXPECT_EQ(s.string_at(0), "");
+  EXPECT_EQ(s.string_at(2), "hello");
+  EXPECT_EQ(s[1].as_string(), "x");
+  EXPECT_THROW(s[3], Error);
+  EXPECT_EQ(f->get("strings").to_string(), "[3 x string] [\"\", \"x\", \"hello\"]");
+  std::filesystem::remove(path);
 }
 
 TEST(Gguf, MissingFileNamesThePath) {

@@ -248,6 +248,46 @@ TEST_P(GivenDevicesOn, OnlyTheGivenOffloadDeviceIsUsed) {
   EXPECT_EQ(s.decode(prompt).size(), static_cast<size_t>(m->hparams().n_vocab));
 }
 
+// Regression (issue 18): a tied output whose layer lands on another buffer
+// type is appended to the weight list; the loader used to keep a reference to
+// the embedding's entry across that push_back and read it after the vector
+// reallocated. 14 layers make 2 + 14 * 9 = 128 weights, a full vector, so the
+// push_back reallocates. The copy must carry the embedding's size, and the
+// model must give the CPU's results.
+TEST(TiedOutput, CopiedToAnotherBufferTypeWhenTheWeightListReallocates) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("loom_tied14_" + std::to_string(::getpid()) + ".gguf")).string();
+  ModelSpec s;
+  s.n_vocab = 300;
+  s.n_embd = 32;
+  s.n_layer = 14;
+  s.n_head = 2;
+  s.n_head_kv = 2;
+  s.n_ff = 64;
+  s.n_ctx = 32;
+  s.tied_output = true;
+  write_random_model(s, DType::F32, 7, path);
+  Device& cpu = Registry::get().cpu();
+  Device& fake = test::fake_device(0);
+  auto m = LlamaModel::load(path, {&fake, &cpu}, {.placement = {.n_gpu_layers = 15, .split_mode = SplitMode::None}});
+  size_t embd_bytes = 0, copy_bytes = 0;
+  std::string copy_type;
+  for (const auto& p : m->placements()) {
+    if (p.name == "token_embd.weight") embd_bytes = p.bytes;
+    if (p.name == "output.weight (tied to token_embd.weight)") copy_bytes = p.bytes, copy_type = p.buffer_type;
+  }
+  EXPECT_EQ(embd_bytes, size_t{300} * 32 * sizeof(float));
+  EXPECT_EQ(copy_bytes, embd_bytes);
+  EXPECT_EQ(copy_type, fake.default_buffer_type().name());
+  auto on_cpu = LlamaModel::load(path, {&cpu});
+  const std::vector<int32_t> prompt = {1, 5, 9};
+  Session a(*m, {.n_ctx = 16}), b(*on_cpu, {.n_ctx = 16});
+  const std::vector<float> la = a.decode(prompt), lb = b.decode(prompt);
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-3f) << i;
+  std::filesystem::remove(path);
+}
+
 class MultiDeviceModel : public PlacementModel, public WithDevices {
  protected:
   void SetUp() override { REQUIRE_DEVICES(2); }

@@ -356,6 +356,15 @@ TEST(TokenizerErrors, NameTheFileAndKey) {
     w.set("tokenizer.ggml.merges", gguf::Value::i32s({1}));
     EXPECT_NE(load_error(w, "bad_merges").find("tokenizer.ggml.merges"), std::string::npos);
   }
+  {
+    // Regression (issue 18): a byte token <0xZZ> made piece() throw std::invalid_argument.
+    gguf::Writer w = spm_vocab({{"<0xZZ>", -1}});
+    std::vector<int32_t> types(kFirstPiece + 1, 6);
+    types[0] = 2, types[1] = types[2] = 3;
+    w.set("tokenizer.ggml.token_type", gguf::Value::i32s(types));
+    const std::string e = load_error(w, "bad_byte");
+    EXPECT_NE(e.find("token 259 has type byte but its text '<0xZZ>' is not <0xHH>"), std::string::npos) << e;
+  }
   auto tok = load(spm_vocab({}), "range");
   EXPECT_THROW(tok->token_to_piece(259), Error);
   EXPECT_THROW(tok->token_to_piece(-1), Error);

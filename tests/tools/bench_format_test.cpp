@@ -54,7 +54,7 @@ TEST(BenchFormat, JsonIsAnArrayOfObjectsInFieldOrder) {
   EXPECT_EQ(j[0].begin().key(), "build_commit");
   EXPECT_EQ(j[1]["n_gen"], 128);
   EXPECT_EQ(j[0]["cpu_info"], "CPU \"x\", it's fast");
-  EXPECT_EQ(j[0]["samples_ns"], nlohmann::json::array({1000, 2000}));
+  EXPECT_EQ(j[0]["samples_ns"], nlohmann::ordered_json::array({1000, 2000}));
   EXPECT_DOUBLE_EQ(j[0]["avg_ts"].get<double>(), 100.5);
   EXPECT_EQ(nlohmann::json::parse(print_all(BenchFormat::Json, {})).size(), 0u);  // no records: []
 }
@@ -66,6 +66,17 @@ TEST(BenchFormat, JsonlIsOneObjectPerLine) {
   EXPECT_EQ(nlohmann::json::parse(out.substr(0, nl))["n_prompt"], 512);
   EXPECT_EQ(nlohmann::json::parse(out.substr(nl + 1))["n_gen"], 128);
   EXPECT_EQ(out.back(), '\n');
+}
+
+// Regression (issue 18): a model name that is not UTF-8 (GGUF metadata) made
+// nlohmann throw type_error 316; the invalid byte becomes U+FFFD.
+TEST(BenchFormat, JsonReplacesBytesThatAreNotUtf8) {
+  for (BenchFormat f : {BenchFormat::Json, BenchFormat::Jsonl}) {
+    const std::string out = print_all(f, {sample_record(512, 0, "llama \xff\xfe")});
+    const std::string first = f == BenchFormat::Json ? out : out.substr(0, out.find('\n'));
+    const auto j = nlohmann::json::parse(first);
+    EXPECT_EQ((f == BenchFormat::Json ? j[0] : j)["model_type"], "llama \xEF\xBF\xBD\xEF\xBF\xBD");
+  }
 }
 
 TEST(BenchFormat, CsvHasOneHeaderAndQuotesText) {
@@ -120,6 +131,17 @@ TEST(BenchParams, ListsAndRanges) {
   EXPECT_THROW(parse_int_list("-p", "0-8*2"), Error);
   EXPECT_THROW(parse_int_list("-p", "-3"), Error);
   EXPECT_THROW(parse_int_list("-p", ","), Error);
+  // Regression (issue 18): ranges were expanded without bound (std::bad_alloc after 30 s).
+  EXPECT_EQ(parse_int_list("-d", "1-1024").size(), kMaxListValues);
+  for (const char* big : {"0-51212222", "0-1000000000", "1-1024,5", "0-1000000000+1"}) {
+    try {
+      parse_int_list("-d", big);
+      ADD_FAILURE() << big << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("-d: "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("at most 1024"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(BenchParams, CartesianProductKeepsEachModelTogether) {

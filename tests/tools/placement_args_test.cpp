@@ -45,6 +45,9 @@ TEST(PlacementFlags, ParseErrorsNameTheFlag) {
   expect_error_starting([] { parse_tensor_split("3,x"); }, "-ts: 'x' is not a non-negative number");
   expect_error_starting([] { parse_tensor_split("3,,1"); }, "-ts: '' is not a non-negative number");
   expect_error_starting([] { parse_tensor_split("0,0"); }, "-ts: '0,0' needs at least one positive proportion");
+  // Regression (issue 18): nan and inf were accepted as proportions.
+  expect_error_starting([] { parse_tensor_split("nan"); }, "-ts: 'nan' is not a non-negative number");
+  expect_error_starting([] { parse_tensor_split("inf,1"); }, "-ts: 'inf' is not a non-negative number");
   const TensorOverride o = parse_override("blk\\.1\\.ffn=CPU");
   EXPECT_EQ(o.pattern, "blk\\.1\\.ffn");
   EXPECT_EQ(o.buffer_type, "CPU");

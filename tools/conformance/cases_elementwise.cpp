@@ -70,7 +70,8 @@ void add_unary(std::vector<Case>& cases, Op op, Tensor* (*fn)(Context&, Tensor*)
 
 void add_scale(std::vector<Case>& cases) {
   for (const UnaryShape& s : kUnaryShapes) {
-    for (auto [sc, bias] : {std::pair{0.75f, 0.0f}, std::pair{-1.5f, 0.25f}}) {
+    for (const auto& p : {std::pair{0.75f, 0.0f}, std::pair{-1.5f, 0.25f}}) {
+      const float sc = p.first, bias = p.second;  // copies: clang 14 cannot capture structured bindings
       cases.push_back(make_case(fmt::format("scale(a={},s={},bias={})", shape_name(s.ne, s.layout), sc, bias), Op::Scale,
                        DType::F32, [s, sc, bias](CaseGraph& g) {
                          return scale(g.ctx, operand(g, DType::F32, s.ne, s.layout), sc, bias);

@@ -1,5 +1,8 @@
 #include "args.h"
 
+#include <cmath>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "loom/error.h"
@@ -80,6 +83,46 @@ int Args::get_int(const std::string& name, int fallback) const {
   } catch (const std::exception&) {
   }
   fail("{}: option '{}' needs an integer, got '{}'", command_, name, *v);
+}
+
+namespace {
+
+// "-t/--threads": every name of the option, as the user may have typed any.
+std::string option_label(const OptionSpec* spec, const std::string& name) {
+  if (!spec) return name;
+  std::string out;
+  for (const auto& n : spec->names) out += (out.empty() ? "" : "/") + n;
+  return out;
+}
+
+}  // namespace
+
+int Args::get_int(const std::string& name, int fallback, int min, int max) const {
+  const int n = get_int(name, fallback);
+  if (get(name) && (n < min || n > max))
+    fail("{}: option '{}' must be between {} and {}, got {}", command_, option_label(find(name), name), min, max, n);
+  return n;
+}
+
+double Args::get_number(const std::string& name, double fallback, double min, double max) const {
+  auto v = get(name);
+  if (!v) return fallback;
+  double x = 0;
+  try {
+    size_t used = 0;
+    x = std::stod(*v, &used);
+    if (used != v->size()) throw std::invalid_argument(*v);
+  } catch (const std::exception&) {
+    fail("{}: option '{}' needs a number, got '{}'", command_, option_label(find(name), name), *v);
+  }
+  if (!std::isfinite(x) || x < min || x > max) {
+    if (std::isinf(max))
+      fail("{}: option '{}' must be a finite number of at least {}, got '{}'", command_,
+           option_label(find(name), name), min, *v);
+    fail("{}: option '{}' must be a finite number between {} and {}, got '{}'", command_,
+         option_label(find(name), name), min, max, *v);
+  }
+  return x;
 }
 
 std::vector<std::string> split_list(std::string_view text, char sep, bool keep_empty) {

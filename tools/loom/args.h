@@ -28,6 +28,12 @@ class Args {
   std::vector<std::string> get_all(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& fallback) const;
   int get_int(const std::string& name, int fallback) const;
+  // The same, refusing a value outside [min, max] with an error that names
+  // the option and the range.
+  int get_int(const std::string& name, int fallback, int min, int max) const;
+  // A finite number in [min, max] (nan and inf are refused), or fallback;
+  // max may be infinity for no upper bound.
+  double get_number(const std::string& name, double fallback, double min, double max) const;
   const std::vector<std::string>& positional() const { return positional_; }
   std::string help() const;
 

@@ -13,6 +13,8 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;  // clang 14 has no aggregate deduction
 
 std::string number_text(double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string(); }
 
@@ -68,7 +70,10 @@ class JsonPrinter : public BenchPrinter {
   explicit JsonPrinter(bool lines) : lines_(lines) {}
   std::string begin() override { return lines_ ? "" : "["; }
   std::string record(const BenchRecord& r) override {
-    const std::string text = to_json(r).dump(lines_ ? -1 : 2);
+    // Strings from the model file or the command line need not be UTF-8:
+    // invalid bytes become U+FFFD rather than a type_error.
+    const std::string text =
+        to_json(r).dump(lines_ ? -1 : 2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     if (lines_) return text + "\n";
     return (first_ ? (first_ = false, "\n") : ",\n") + text;
   }

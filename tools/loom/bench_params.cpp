@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "args.h"
+#include "loom/backend.h"
 #include "loom/error.h"
 #include "placement_args.h"
 
@@ -26,6 +27,8 @@ int parse_int(const std::string& flag, const std::string& text) {
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text) {
   std::vector<int> out;
   for (const std::string& item : split_list(text, ',')) {
+    if (out.size() >= kMaxListValues)
+      fail("{}: '{}' has too many values; a list may have at most {}", flag, text, kMaxListValues);
     const size_t dash = item.find('-');
     if (dash == std::string::npos) {
       out.push_back(parse_int(flag, item));
@@ -45,8 +48,12 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
     if (op == '+' && step < 1) fail("{}: range '{}' needs a step of at least 1", flag, item);
     if (op == '*' && (step < 2 || first < 1))
       fail("{}: range '{}' needs a start of at least 1 and a factor of at least 2", flag, item);
+    if (op == '+' && (last - first) / step + 1 > static_cast<long long>(kMaxListValues - out.size()))
+      fail("{}: range '{}' has {} values; a list may have at most {}", flag, item, (last - first) / step + 1,
+           kMaxListValues);
     for (long long v = first; v <= last; v = op == '+' ? v + step : v * step) out.push_back(static_cast<int>(v));
   }
+
   if (out.empty()) fail("{}: no values in '{}'", flag, text);
   return out;
 }
@@ -58,7 +65,7 @@ void BenchParams::validate() const {
     for (const auto& ts : tensor_split)
       for (const auto& ot : override_tensors) placement_options({"", true, 0, sm, 0, ts, ot});
   for (int t : n_threads)
-    if (t < 1) fail("-t {}: needs at least one thread", t);
+    if (t < 1 || t > kMaxThreads) fail("-t {}: needs between 1 and {} threads", t, kMaxThreads);
   for (int b : n_batch)
     if (b < 1) fail("-b {}: the batch needs at least one token", b);
   for (int b : n_ubatch)

@@ -5,6 +5,7 @@
 // load: each distinct combination loads the model once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,7 +67,10 @@ struct BenchParams {
 };
 
 // "512", "1,2,4", "1-4" (1,2,3,4), "16-128*2" (16,32,64,128), "0-512+256".
-// `flag` names the option in error messages.
+// `flag` names the option in error messages. A list has at most
+// kMaxListValues values: a range is counted before it is expanded, so
+// "-p 0-1000000000" fails at once instead of filling memory.
+inline constexpr size_t kMaxListValues = 1024;
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text);
 // The loader's placement options for a load key (-ts "3/1", -ot "a=CPU,b=OpenCL0").
 PlacementOptions placement_options(const BenchLoadKey& key);

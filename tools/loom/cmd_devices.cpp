@@ -66,7 +66,7 @@ int cmd_devices(int argc, char** argv) {
                        {"buffer_from_host_ptr", c.buffer_from_host_ptr}}},
                      {"buffer_types", types}});
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf("%-10s %-6s %-22s %s\n", "device", "type", "memory free/total", "description");

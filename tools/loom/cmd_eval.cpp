@@ -1,6 +1,7 @@
 // loom eval: logits for given tokens as JSON, for debugging and comparisons.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -56,7 +57,7 @@ int cmd_eval(int argc, char** argv) {
   for (size_t r = 0; r * n_vocab < logits.size(); ++r)
     rows.push_back(std::vector<float>(logits.begin() + r * n_vocab, logits.begin() + (r + 1) * n_vocab));
   out["logits"] = rows;
-  const int n_generate = args.get_int("--generate", 0);
+  const int n_generate = args.get_int("--generate", 0, 0, std::numeric_limits<int>::max());
   if (n_generate > 0) {
     std::vector<int32_t> generated;
     std::vector<float> last(logits.end() - n_vocab, logits.end());
@@ -67,7 +68,7 @@ int cmd_eval(int argc, char** argv) {
     }
     out["generated"] = generated;
   }
-  std::printf("%s\n", out.dump().c_str());
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }
 

@@ -20,13 +20,53 @@ nlohmann::json to_json(const gguf::Value& v) {
     case ValueType::F64: return v.as_float();
     case ValueType::Array: {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& item : v.as_array()) a.push_back(to_json(item));
+      const gguf::Array& items = v.as_array();
+      for (size_t i = 0; i < items.size(); ++i) a.push_back(to_json(items[i]));
       return a;
     }
     default:
       return std::holds_alternative<int64_t>(v.data) ? nlohmann::json(v.as_int()) : nlohmann::json(v.as_uint());
   }
 }
+
+std::string dump(const nlohmann::json& j) {
+  // Metadata strings and paths need not be UTF-8: invalid bytes become U+FFFD.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// JSON text written to stdout in pieces: metadata arrays are streamed element
+// by element, since one nlohmann array for a 64 MiB u8 array held 64M json
+// values (3.3 GB).
+class JsonOut {
+ public:
+  JsonOut& operator<<(std::string_view s) {
+    buf_ += s;
+    if (buf_.size() >= (1u << 20)) flush();
+    return *this;
+  }
+  void value(const gguf::Value& v) {
+    if (v.type != gguf::ValueType::Array) {
+      *this << (v.is_integer() ? (std::holds_alternative<int64_t>(v.data) ? fmt::format("{}", v.as_int())
+                                                                          : fmt::format("{}", v.as_uint()))
+                               : dump(to_json(v)));
+      return;
+    }
+    const gguf::Array& items = v.as_array();
+    *this << "[";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) *this << ", ";
+      value(items[i]);
+    }
+    *this << "]";
+  }
+  void flush() {
+    std::fwrite(buf_.data(), 1, buf_.size(), stdout);
+    buf_.clear();
+  }
+
+ private:
+  std::string buf_;
+};
 
 std::string type_label(uint32_t id) {
   const gguf::TypeInfo* t = gguf::type_info(id);
@@ -52,26 +92,33 @@ int cmd_inspect(int argc, char** argv) {
   auto file = gguf::File::open(args.positional()[0]);
   const bool tensors = !args.has("--no-tensors");
   if (args.has("--json")) {
-    nlohmann::json out;
-    out["path"] = file->path();
-    out["version"] = file->version();
-    out["alignment"] = file->alignment();
-    out["data_offset"] = file->data_offset();
-    out["file_size"] = file->file_size();
-    nlohmann::json meta = nlohmann::json::object();
-    for (const auto& kv : file->metadata()) meta[kv.key] = to_json(kv.value);
-    out["metadata"] = meta;
-    if (tensors) {
-      nlohmann::json ts = nlohmann::json::array();
-      for (const auto& t : file->tensors())
-        ts.push_back({{"name", t.name},
-                      {"type", type_label(t.type)},
-                      {"ne", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
-                      {"offset", t.file_offset},
-                      {"size", t.size}});
-      out["tensors"] = ts;
+    JsonOut out;
+    out << "{\n  \"path\": " << dump(file->path()) << ",\n  \"version\": " << dump(file->version())
+        << ",\n  \"alignment\": " << dump(file->alignment()) << ",\n  \"data_offset\": " << dump(file->data_offset())
+        << ",\n  \"file_size\": " << dump(file->file_size()) << ",\n  \"metadata\": {";
+    bool first = true;
+    for (const auto& kv : file->metadata()) {
+      out << (first ? "\n    " : ",\n    ") << dump(kv.key) << ": ";
+      out.value(kv.value);
+      first = false;
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    out << (first ? "}" : "\n  }");
+    if (tensors) {
+      out << ",\n  \"tensors\": [";
+      first = true;
+      for (const auto& t : file->tensors()) {
+        const nlohmann::json j = {{"name", t.name},
+                                  {"type", type_label(t.type)},
+                                  {"ne", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
+                                  {"offset", t.file_offset},
+                                  {"size", t.size}};
+        out << (first ? "\n    " : ",\n    ") << dump(j);
+        first = false;
+      }
+      out << (first ? "]" : "\n  ]");
+    }
+    out << "\n}\n";
+    out.flush();
     return 0;
   }
   const size_t max_items = static_cast<size_t>(std::max(0, args.get_int("--max-items", 8)));

@@ -1,7 +1,9 @@
 // loom run: generate text from a prompt, printing it as it comes, then the
 // timings and memory.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -52,7 +54,7 @@ int cmd_run(int argc, char** argv) {
   auto specs = model_option_specs();
   specs.insert(specs.end(), {
                                 {{"-p", "--prompt"}, "TEXT", "prompt (default \"Once upon a time\")"},
-                                {{"-n", "--n-predict"}, "N", "tokens to generate (default 32)"},
+                                {{"-n", "--n-predict"}, "N", "tokens to generate; -1: until the end or a full context (default 32)"},
                                 {{"-s", "--seed"}, "N", "sampling seed (default 0)"},
                                 {{"--temp"}, "T", "temperature; 0 is greedy (default 0.8)"},
                                 {{"--top-k"}, "N", "top-k, 0 off (default 40)"},
@@ -67,22 +69,16 @@ int cmd_run(int argc, char** argv) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
-  auto number = [&](const char* flag, float fallback) {
-    auto v = args.get(flag);
-    if (!v) return fallback;
-    try {
-      return std::stof(*v);
-    } catch (const std::exception&) {
-      fail("{} needs a number, got '{}'", flag, *v);
-    }
-  };
+  constexpr int kIntMax = std::numeric_limits<int>::max();
   SamplerOptions so;
-  so.temperature = number("--temp", 0.8f);
-  so.top_k = args.get_int("--top-k", 40);
-  so.top_p = number("--top-p", 0.95f);
-  so.min_p = number("--min-p", 0.05f);
+  so.temperature = static_cast<float>(args.get_number("--temp", 0.8, 0.0, HUGE_VAL));
+  so.top_k = args.get_int("--top-k", 40, 0, kIntMax);
+  so.top_p = static_cast<float>(args.get_number("--top-p", 0.95, 0.0, 1.0));
+  so.min_p = static_cast<float>(args.get_number("--min-p", 0.05, 0.0, 1.0));
   so.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
-  const int n_predict = args.get_int("--n-predict", 32);
+  // -1: until an end-of-generation token or a full context, as in llama.cpp.
+  const int n_predict_arg = args.get_int("--n-predict", 32, -1, kIntMax);
+  const int n_predict = n_predict_arg < 0 ? kIntMax : n_predict_arg;
   const std::string prompt = args.get_or("--prompt", "Once upon a time");
 
   LoadOptions lo = load_options(args);

@@ -1,6 +1,8 @@
 // loom: the command-line front end. `loom help` lists the subcommands.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string_view>
 
 #include "commands.h"
@@ -46,6 +48,17 @@ int main(int argc, char** argv) {
       return c.run(argc - 2, argv + 2);
     } catch (const loom::Error& e) {
       std::fprintf(stderr, "loom %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      // Whatever escaped the commands' own checks ends here as a message and
+      // exit status 1, never as std::terminate's abort (134).
+      std::fprintf(stderr, "loom %s: error: out of memory\n", c.name);
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loom %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (...) {
+      std::fprintf(stderr, "loom %s: error: unknown exception\n", c.name);
       return 1;
     }
   }

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
+#include "loom/backend.h"
 #include "loom/error.h"
 #include "model_gen/model_gen.h"
 #include "placement_args.h"
@@ -28,7 +30,7 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
 std::vector<OptionSpec> model_option_specs() {
   return {
       {{"-m", "--model"}, "FILE", "GGUF model (default: a built-in random tiny model, generated on first use)"},
-      {{"-t", "--threads"}, "N", "CPU threads (default: all cores)"},
+      {{"-t", "--threads"}, "N", "CPU threads, at most 512 (default and 0: all cores)"},
       {{"-c", "--ctx-size"}, "N", "context size (default: the model's, at most 4096)"},
       {{"-b", "--batch-size"}, "N", "logical batch size (default 2048)"},
       {{"-ub", "--ubatch-size"}, "N", "micro-batch size: tokens per graph (default 512)"},
@@ -82,10 +84,12 @@ LoadOptions load_options(const Args& args) {
 
 SessionOptions session_options(const Args& args) {
   SessionOptions o;
-  o.n_threads = args.get_int("--threads", 0);
-  o.n_ctx = args.get_int("--ctx-size", 0);
-  o.n_batch = args.get_int("--batch-size", 2048);
-  o.n_ubatch = args.get_int("--ubatch-size", 512);
+  // llama.cpp reads -t <= 0 as "all cores"; here 0 means that and a negative
+  // count is refused, as is more than kMaxThreads.
+  o.n_threads = args.get_int("--threads", 0, 0, kMaxThreads);
+  o.n_ctx = args.get_int("--ctx-size", 0, 0, std::numeric_limits<int>::max());
+  o.n_batch = args.get_int("--batch-size", 2048, 1, std::numeric_limits<int>::max());
+  o.n_ubatch = args.get_int("--ubatch-size", 512, 1, std::numeric_limits<int>::max());
   o.type_k = parse_type(args, "--cache-type-k", DType::F16);
   o.type_v = parse_type(args, "--cache-type-v", DType::F16);
   return o;

@@ -1,5 +1,6 @@
 #include "placement_args.h"
 
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 
@@ -22,7 +23,7 @@ std::vector<float> parse_tensor_split(const std::string& s) {
     try {
       size_t used = 0;
       const float v = std::stof(item, &used);
-      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      if (used != item.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(item);
       out.push_back(v);
     } catch (const std::exception&) {
       fail("-ts: '{}' is not a non-negative number (in '{}')", item, s);
