@@ -89,23 +89,11 @@ class Cursor {
   uint64_t window_start_ = 0;
 };
 
+// Bytes one value of type t takes in the file at least: a string or an
+// array is at least its 8-byte length.
 size_t scalar_size(ValueType t) {
-  switch (t) {
-    case ValueType::U8:
-    case ValueType::I8:
-    case ValueType::Bool: return 1;
-    case ValueType::U16:
-    case ValueType::I16: return 2;
-    case ValueType::U32:
-    case ValueType::I32:
-    case ValueType::F32: return 4;
-    case ValueType::U64:
-    case ValueType::I64:
-    case ValueType::F64:
-    case ValueType::String:  // at least its 8-byte length
-    case ValueType::Array: return 8;
-  }
-  return 1;
+  const size_t n = element_bytes(t);
+  return n ? n : 8;
 }
 
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::F64); }
