@@ -1,8 +1,6 @@
-#include <algorithm>
-#include <cctype>
-
 #include "loom/backend.h"
 #include "loom/error.h"
+#include "loom/iequals.h"
 
 namespace loom {
 namespace {
@@ -87,11 +85,7 @@ std::shared_ptr<Buffer> Device::buffer_from_host_ptr(void*, size_t size) {
 }
 
 BufferType* find_buffer_type(const std::vector<Device*>& devices, std::string_view name) {
-  const auto named = [name](const BufferType* bt) {
-    return bt && std::equal(name.begin(), name.end(), bt->name().begin(), bt->name().end(), [](char a, char b) {
-             return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-           });
-  };
+  const auto named = [name](const BufferType* bt) { return bt && iequals(name, bt->name()); };
   for (Device* d : devices) {
     for (BufferType* bt : d->buffer_types())
       if (named(bt)) return bt;

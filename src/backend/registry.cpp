@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "loom/error.h"
+#include "loom/iequals.h"
 #include "loom/log.h"
 
 namespace loom {
@@ -18,12 +18,6 @@ namespace loom {
 void register_builtin_backends(Registry& registry);
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 std::vector<std::string> split(std::string_view s, char sep) {
   std::vector<std::string> out;

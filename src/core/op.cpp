@@ -1,7 +1,6 @@
 #include "loom/op.h"
 
-#include <algorithm>
-#include <cctype>
+#include "loom/iequals.h"
 
 namespace loom {
 
@@ -11,11 +10,7 @@ std::string_view op_name(Op op) {
 
 std::optional<Op> op_from_name(std::string_view name) {
   for (const OpInfo& info : kOpTable) {
-    const auto n = info.name;
-    if (n.size() == name.size() && std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
-          return a == std::tolower(static_cast<unsigned char>(b));
-        }))
-      return info.op;
+    if (iequals(info.name, name)) return info.op;
   }
   return std::nullopt;
 }

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 
 #include "loom/error.h"
+#include "loom/iequals.h"
 #include "quants.h"
 
 namespace loom {
@@ -196,12 +196,7 @@ std::string_view type_name(DType type) { return traits(type).name; }
 
 std::optional<DType> type_from_name(std::string_view name) {
   for (DType t : kAllTypes) {
-    const auto n = traits(t).name;
-    if (n.size() == name.size() &&
-        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
-                     return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-                   }))
-      return t;
+    if (iequals(traits(t).name, name)) return t;
   }
   return std::nullopt;
 }
