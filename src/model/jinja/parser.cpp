@@ -69,14 +69,14 @@ class Parser {
 
   // ---- statements
   // Parses until a {% NAME %} with NAME in `ends` (left unconsumed) or the end.
-  Body parse_body(std::initializer_list<const char*> ends) {
+  Body parse_body(std::initializer_list<const char*> ends, const char* opener = "", Pos opened = {}) {
     Deeper guard(*this);
     Body body;
     while (true) {
       const Token& t = peek();
       if (t.type == T::End) {
         if (ends.size() != 0)
-          syntax_error(t.pos, fmt::format("missing '{{% {} %}}' before the end of the template", *ends.begin()));
+          syntax_error(opened, fmt::format("'{}' is never closed with '{{% {} %}}'", opener, *ends.begin()));
         return body;
       }
       if (t.type == T::Text) {
@@ -134,11 +134,11 @@ class Parser {
       }
       if (is_name("recursive")) syntax_error(peek().pos, "recursive for loops are not supported");
       expect(T::CloseStatement, "'%}'");
-      n->body = parse_body({"endfor", "else"});
+      n->body = parse_body({"endfor", "else"}, "for", pos);
       if (is_name("else", 1)) {
         at_ += 2;
         expect(T::CloseStatement, "'%}'");
-        n->else_body = parse_body({"endfor"});
+        n->else_body = parse_body({"endfor"}, "for", pos);
       }
       end_tag("endfor");
       return n;
@@ -153,7 +153,7 @@ class Parser {
       } else {
         n->kind = Node::Kind::SetBlock;
         expect(T::CloseStatement, "'=' or '%}'");
-        n->body = parse_body({"endset"});
+        n->body = parse_body({"endset"}, "set", pos);
         end_tag("endset");
       }
       return n;
@@ -163,7 +163,7 @@ class Parser {
       n->text = expect_name();
       n->params = parse_params();
       expect(T::CloseStatement, "'%}'");
-      n->body = parse_body({"endmacro"});
+      n->body = parse_body({"endmacro"}, "macro", pos);
       end_tag("endmacro");
       return n;
     }
@@ -173,7 +173,7 @@ class Parser {
       n->expr = parse_expression();
       if (n->expr->kind != Expr::Kind::Call) syntax_error(n->expr->pos, "'call' needs a macro call");
       expect(T::CloseStatement, "'%}'");
-      n->body = parse_body({"endcall"});
+      n->body = parse_body({"endcall"}, "call", pos);
       end_tag("endcall");
       return n;
     }
@@ -181,7 +181,7 @@ class Parser {
       n->kind = Node::Kind::FilterBlock;
       n->filter = parse_filter(nullptr);
       expect(T::CloseStatement, "'%}'");
-      n->body = parse_body({"endfilter"});
+      n->body = parse_body({"endfilter"}, "filter", pos);
       end_tag("endfilter");
       return n;
     }
@@ -194,13 +194,15 @@ class Parser {
       expect(T::CloseStatement, "'%}'");
       return nullptr;
     }
+    if (keyword.rfind("end", 0) == 0 || keyword == "elif" || keyword == "else")
+      syntax_error(pos, fmt::format("'{}' without a matching opening tag", keyword));
     syntax_error(pos, fmt::format("unknown or unsupported statement '{}'", keyword));
   }
 
   void parse_if_rest(Node& n) {
     n.expr = parse_tuple_or_expression();
     expect(T::CloseStatement, "'%}'");
-    n.body = parse_body({"elif", "else", "endif"});
+    n.body = parse_body({"endif", "elif", "else"}, "if", n.pos);
     if (is_name("elif", 1)) {
       at_ += 1;
       auto alt = std::make_unique<Node>();
@@ -213,7 +215,7 @@ class Parser {
     if (is_name("else", 1)) {
       at_ += 2;
       expect(T::CloseStatement, "'%}'");
-      n.else_body = parse_body({"endif"});
+      n.else_body = parse_body({"endif"}, "if", n.pos);
     }
     end_tag("endif");
   }
@@ -511,7 +513,7 @@ class Parser {
         s->object = std::move(e);
         e = std::move(s);
       } else if (is_op("(")) {
-        auto c = make(Expr::Kind::Call, peek().pos);
+        auto c = make(Expr::Kind::Call, e->pos);
         c->args = parse_call_args();
         c->object = std::move(e);
         e = std::move(c);
