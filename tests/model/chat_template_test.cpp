@@ -97,6 +97,20 @@ TEST(ChatTemplate, Expressions) {
   EXPECT_EQ(R("{{ 'ab' 'cd' }}{{ \"q\\n\" }}"), "abcdq\n");
 }
 
+TEST(ChatTemplate, ConcatenationTurnsValuesIntoTextAsTheReference) {
+  // A list of message parts concatenated to a string joins with "," (as
+  // @huggingface/jinja does); a whole float loses its ".0" there, not in {{ }}.
+  EXPECT_EQ(R("{{ '<' + c + '>' }}", R"({"c": [{"type": "text"}, "b"]})"), R"(<{"type": "text"},b>)");
+  EXPECT_EQ(R("{{ 'v' ~ 2.0 }} {{ 2.0 }}"), "v2 2.0");
+}
+
+TEST(ChatTemplate, StripWithCharsFollowsPython) {
+  // Python strips only the given characters; @huggingface/jinja ignores the
+  // argument (a known difference, kept out of the parity message sets).
+  EXPECT_EQ(R("[{{ '  \nx\n'.lstrip('\n') }}]"), "[  \nx\n]");
+  EXPECT_EQ(R("[{{ '\n\nx  '.lstrip('\n') }}]"), "[x  ]");
+}
+
 TEST(ChatTemplate, Tests) {
   EXPECT_EQ(R("{{ x is defined }}{{ y is undefined }}{{ n is none }}{{ s is string }}{{ d is mapping }}"
               "{{ l is iterable }}{{ s is iterable }}{{ d is iterable }}{{ 3 is odd }}{{ 4 is divisibleby 2 }}"

@@ -28,6 +28,15 @@ const sets = {
     { role: "assistant", content: "2+2 is 4." },
     { role: "user", content: "And 3+3?\nAnswer briefly." },
   ],
+  unicode: [
+    { role: "user", content: "Grüße 👋 \"quoted\" back\\slash\ttab  " },
+    { role: "assistant", content: "Bonjour — ça va?\n" },
+    { role: "user", content: "日本語で" },
+  ],
+  content_parts: [
+    { role: "system", content: [{ type: "text", text: "Be short." }] },
+    { role: "user", content: [{ type: "text", text: "Describe" }, { type: "text", text: "this." }] },
+  ],
   tools: [
     { role: "system", content: "You can call tools." },
     { role: "user", content: "What is the weather in Paris?" },

@@ -387,7 +387,7 @@ Value Interpreter::eval_binary(const Expr& e, const std::shared_ptr<Env>& env) {
       // none prints as nothing elsewhere; concatenating it is an error in the reference renderer
       runtime_error(e.pos, "cannot concatenate none with '~'");
     }
-    std::string s = a.to_output() + b.to_output();
+    std::string s = a.to_concat_text() + b.to_concat_text();
     check_bytes(s.size());
     return Value::string(std::move(s));
   }

@@ -182,7 +182,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, Interpre
     return Value::make_list(std::move(out));
   }
   if (op == "+" && (a.is_string() || b.is_string())) {
-    std::string s = a.to_output() + b.to_output();
+    std::string s = a.to_concat_text() + b.to_concat_text();
     in.check_bytes(s.size());
     return Value::string(std::move(s));
   }

@@ -187,6 +187,14 @@ std::string Value::to_output() const {
   }
 }
 
+std::string Value::to_concat_text() const {
+  if (kind == Kind::Float) return js_number(f);
+  if (kind != Kind::List) return to_output();
+  std::string out;
+  for (size_t k = 0; k < list->size(); ++k) out += (k ? "," : "") + (*list)[k].to_output();
+  return out;
+}
+
 bool equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
   if (a.kind != b.kind) {

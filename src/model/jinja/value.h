@@ -66,6 +66,10 @@ struct Value {
   // As {{ value }} prints it: none and undefined print nothing, booleans
   // "true"/"false", floats with a ".0" when whole, lists and dicts as JSON.
   std::string to_output() const;
+  // As the operands of '~' and of '+' with a string turn into text in
+  // @huggingface/jinja: like to_output, except that a list joins its items
+  // with "," (no brackets) and a whole float has no ".0".
+  std::string to_concat_text() const;
   const char* kind_name() const;
 
  private:
