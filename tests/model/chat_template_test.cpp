@@ -194,6 +194,17 @@ TEST(ChatTemplate, LimitsGiveClearErrors) {
   EXPECT_NE(error_of("{{ " + deep + " }}").find("nesting deeper than 200 levels"), std::string::npos);
 }
 
+TEST(ChatTemplate, IntegerOverflowAndHugeStepsAreErrorsOrClamped) {
+  EXPECT_EQ(error_of("{{ 9223372036854775807 + 1 }}"), "template line 1, column 4: integer overflow in '+'");
+  EXPECT_EQ(error_of("{{ 3037000500 * 3037000500 }}"), "template line 1, column 4: integer overflow in '*'");
+  EXPECT_EQ(error_of("{{ 2 ** 70 }}"), "template line 1, column 4: integer overflow in '**'");
+  EXPECT_EQ(R("{{ -9223372036854775807 % -1 }} {{ [1, 2, 3][::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775807] }}"),
+            "0 [1] [3]");
+  EXPECT_EQ(R("{{ range(9223372036854775800, 9223372036854775807, 100) | list }}"), "[9223372036854775800]");
+  EXPECT_NE(error_of("{{ 'ab' * 9223372036854775807 }}").find("exceeds the template limit"), std::string::npos);
+  EXPECT_EQ(error_of("{{ x.99999999999999999999 }}"), "template line 1, column 6: number '99999999999999999999' is out of range");
+}
+
 TEST(ChatTemplate, ApplyChatTemplatePassesTransformersVariables) {
   const auto messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
   ChatTemplate t("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}"

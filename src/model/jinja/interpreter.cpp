@@ -1,6 +1,7 @@
 #include "interpreter.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -303,8 +304,11 @@ Value Interpreter::eval_inner(const Expr& e, const std::shared_ptr<Env>& env) {
       if (e.name == "not") return Value::boolean(!v.truthy());
       const int sign = e.name == "-" ? -1 : 1;
       if (v.kind == Value::Kind::Float) return Value::number(sign * v.f);
-      if (v.kind == Value::Kind::Int || v.kind == Value::Kind::Bool)
-        return Value::integer(sign * (v.kind == Value::Kind::Bool ? int64_t(v.b) : v.i));
+      if (v.kind == Value::Kind::Bool) return Value::integer(sign * int64_t(v.b));
+      if (v.kind == Value::Kind::Int) {
+        if (sign < 0 && v.i == INT64_MIN) runtime_error(e.pos, "integer overflow in unary '-'");
+        return Value::integer(sign * v.i);
+      }
       runtime_error(e.pos, fmt::format("unary '{}' needs a number, not {}", e.name, v.kind_name()));
     }
     case Expr::Kind::Binary: return eval_binary(e, env);

@@ -1,5 +1,6 @@
 // Methods of strings and dicts, operators, slices and the global functions.
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -154,10 +155,16 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, Interpre
     const bool is_float = a.kind == Value::Kind::Float || b.kind == Value::Kind::Float;
     const double x = a.as_double(), y = b.as_double();
     const int64_t xi = a.kind == Value::Kind::Bool ? a.b : a.i, yi = b.kind == Value::Kind::Bool ? b.b : b.i;
-    auto num = [&](double r, int64_t ri) { return is_float ? Value::number(r) : Value::integer(ri); };
-    if (op == "+") return num(x + y, xi + yi);
-    if (op == "-") return num(x - y, xi - yi);
-    if (op == "*") return num(x * y, xi * yi);
+    // Integer results that do not fit in 64 bits are an error, not a wrap.
+    if (op == "+" || op == "-" || op == "*") {
+      if (is_float) return Value::number(op == "+" ? x + y : op == "-" ? x - y : x * y);
+      int64_t r = 0;
+      const bool overflow = op == "+" ? __builtin_add_overflow(xi, yi, &r)
+                            : op == "-" ? __builtin_sub_overflow(xi, yi, &r)
+                                        : __builtin_mul_overflow(xi, yi, &r);
+      if (overflow) fail("integer overflow in '{}'", op);
+      return Value::integer(r);
+    }
     if (op == "<") return Value::boolean(x < y);
     if (op == ">") return Value::boolean(x > y);
     if (op == "<=") return Value::boolean(x <= y);
@@ -167,13 +174,16 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, Interpre
     if (op == "//") return is_float ? Value::number(std::floor(x / y)) : Value::integer(static_cast<int64_t>(std::floor(x / y)));
     if (op == "%") {
       if (is_float) return Value::number(x - y * std::floor(x / y));
-      const int64_t r = xi % yi;
-      return Value::integer(r != 0 && ((r < 0) != (yi < 0)) ? r + yi : r);
+      if (yi == -1) return Value::integer(0);  // INT64_MIN % -1 traps in C++
+      const int64_t m = xi % yi;
+      return Value::integer(m != 0 && ((m < 0) != (yi < 0)) ? m + yi : m);
     }
     if (op == "**") {
-      const double r = std::pow(x, y);
-      if (!std::isfinite(r)) fail("'**' result is not a finite number");
-      return is_float || y < 0 ? Value::number(r) : Value::integer(static_cast<int64_t>(r));
+      const double p = std::pow(x, y);
+      if (!std::isfinite(p)) fail("'**' result is not a finite number");
+      if (is_float || y < 0) return Value::number(p);
+      if (std::fabs(p) >= 9.2e18) fail("integer overflow in '**'");
+      return Value::integer(static_cast<int64_t>(p));
     }
   }
   if (op == "+" && a.is_list() && b.is_list()) {
@@ -189,7 +199,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, Interpre
   if (op == "*" && (a.is_string() || b.is_string()) && (a.kind == Value::Kind::Int || b.kind == Value::Kind::Int)) {
     const Value& str = a.is_string() ? a : b;
     const int64_t n = std::max<int64_t>(0, a.is_string() ? b.i : a.i);
-    in.check_bytes(str.s.size() * static_cast<size_t>(std::min<int64_t>(n, int64_t(1) << 40)));
+    if (n > 0 && !str.s.empty()) in.check_bytes(static_cast<size_t>(n) > SIZE_MAX / str.s.size() ? SIZE_MAX : str.s.size() * n);
     std::string out;
     for (int64_t k = 0; k < n; ++k) out += str.s;
     return Value::string(std::move(out));
@@ -203,8 +213,9 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, Interpre
 
 List slice(const List& items, std::optional<int64_t> start, std::optional<int64_t> stop, std::optional<int64_t> step, Pos pos) {
   const int64_t n = static_cast<int64_t>(items.size());
-  const int64_t st = step.value_or(1);
-  if (st == 0) runtime_error(pos, "slice step cannot be zero");
+  if (step.value_or(1) == 0) runtime_error(pos, "slice step cannot be zero");
+  // A step longer than the list takes one item; clamping keeps k + step in range.
+  const int64_t st = std::clamp<int64_t>(step.value_or(1), -(n + 1), n + 1);
   auto clamp = [&](std::optional<int64_t> v, int64_t dflt, int64_t lo, int64_t hi) {
     if (!v) return dflt;
     int64_t x = *v < 0 ? *v + n : *v;
@@ -232,7 +243,10 @@ void add_globals(Dict& globals, Interpreter& in) {
     const double count = std::max(0.0, std::ceil((double(stop) - double(start)) / double(step)));
     in.check_items(static_cast<size_t>(std::min(count, 1e18)));
     List out;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(Value::integer(k));
+    for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
+      out.push_back(Value::integer(k));
+      if (__builtin_add_overflow(k, step, &k)) break;
+    }
     return Value::make_list(std::move(out));
   }));
   globals.set("namespace", Value::function([](std::vector<Value>& args, Kwargs& kwargs, Env&) {

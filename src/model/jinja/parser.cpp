@@ -485,7 +485,7 @@ class Parser {
         auto a = make(Expr::Kind::Attribute, pos);
         if (peek().type == T::Int) {  // x.0 is x[0]
           a->kind = Expr::Kind::Subscript;
-          a->items.push_back(literal(peek().pos, Value::integer(std::stoll(next().text))));
+          a->items.push_back(parse_primary());  // an integer literal
         } else {
           a->name = expect_name();
         }
