@@ -151,6 +151,13 @@ TEST(ChatTemplate, StringAndDictMethods) {
             "vdflttrue[\"k\"]");
 }
 
+TEST(ChatTemplate, StringFormatAsPython) {
+  EXPECT_EQ(R("{{ '<a{}b{}>'.format(1, 'x') }} {{ '{1}{0}'.format('a', 'b') }} {{ '{n}{{}}'.format(n=3) }}"),
+            "<a1bx> ba 3{}");
+  EXPECT_EQ(error_of("{{ '{:>4}'.format(1) }}"), "template line 1, column 11: format(): field '{:>4}' is not supported");
+  EXPECT_EQ(error_of("{{ '{}{}'.format(1) }}"), "template line 1, column 10: format(): no argument for field 1");
+}
+
 TEST(ChatTemplate, GlobalsRangeAndRaiseException) {
   EXPECT_EQ(R("{% for i in range(3) %}{{ i }}{% endfor %}{{ range(1, 7, 2) | list }}"), "012[1, 3, 5]");
   EXPECT_EQ(error_of("line1\n{{ raise_exception('no system role') }}"),

@@ -1,4 +1,5 @@
 // Methods of strings and dicts, operators, slices and the global functions.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <ctime>
@@ -45,6 +46,43 @@ bool starts_or_ends(const std::string& s, const Value& pattern, bool start) {
     return false;
   }
   return one(pattern);
+}
+
+// str.format with {}, {0} and {name} fields and {{ }} escapes; format specs
+// and conversions ({:>4}, {!r}) are refused.
+std::string python_format(const std::string& s, const std::vector<Value>& args, const Kwargs& kwargs) {
+  std::string out;
+  size_t next_auto = 0;
+  for (size_t k = 0; k < s.size(); ++k) {
+    const char c = s[k];
+    if ((c == '{' || c == '}') && k + 1 < s.size() && s[k + 1] == c) {
+      out += c;
+      ++k;
+      continue;
+    }
+    if (c == '}') fail("format(): single '}}' in the format string");
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    const size_t end = s.find('}', k);
+    if (end == std::string::npos) fail("format(): '{{' without a closing '}}'");
+    const std::string field = s.substr(k + 1, end - k - 1);
+    if (field.find_first_of(":!.[") != std::string::npos) fail("format(): field '{{{}}}' is not supported", field);
+    const Value* v = nullptr;
+    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
+      const size_t i = field.empty() ? next_auto++ : std::stoul(field);
+      if (i >= args.size()) fail("format(): no argument for field {}", i);
+      v = &args[i];
+    } else {
+      for (const auto& [key, value] : kwargs)
+        if (key == field) v = &value;
+      if (!v) fail("format(): no argument named '{}'", field);
+    }
+    out += v->to_output();
+    k = end;
+  }
+  return out;
 }
 
 Value string_method(const Value& self, const std::string& name, Interpreter& in) {
@@ -105,6 +143,8 @@ Value string_method(const Value& self, const std::string& name, Interpreter& in)
     return bound([s, &in](std::vector<Value>& args, Kwargs& kwargs, Env&) {
       return filter("replace", Value::string(s), args, kwargs, in);
     });
+  if (name == "format")
+    return bound([s](std::vector<Value>& args, Kwargs& kwargs, Env&) { return Value::string(python_format(s, args, kwargs)); });
   if (name == "join")
     return bound([s](std::vector<Value>& args, Kwargs&, Env&) {
       if (args.empty() || !args[0].is_list()) fail("join() needs a list");
