@@ -82,7 +82,7 @@ Interpreter::Flow Interpreter::exec_node(const Node& n, const std::shared_ptr<En
       // caller() renders the block's body; the macro is called with it.
       const Node* block = &n;
       std::shared_ptr<Env> block_env = env;
-      Value caller = Value::function([this, block, block_env](std::vector<Value>& args, Kwargs& kwargs, Env&) {
+      Value caller = Value::function([this, block, block_env](std::vector<Value>& args, Kwargs& kwargs) {
         return call_macro(*block, block_env, args, kwargs, Value());
       });
       const Expr& call = *n.expr;
@@ -92,8 +92,7 @@ Interpreter::Flow Interpreter::exec_node(const Node& n, const std::shared_ptr<En
       Kwargs kwargs;
       eval_args(call.args, env, args, kwargs);
       kwargs.emplace_back("caller", caller);
-      Env site;
-      out += (*fn.fn)(args, kwargs, site).to_output();
+      out += (*fn.fn)(args, kwargs).to_output();
       break;
     }
     case Node::Kind::FilterBlock: {
@@ -181,10 +180,10 @@ void Interpreter::assign(const Expr& target, Value value, Env& env) {
   }
 }
 
-void Interpreter::define_macro(const Node& n, const std::shared_ptr<Env>& env, const Value*) {
+void Interpreter::define_macro(const Node& n, const std::shared_ptr<Env>& env) {
   const Node* macro = &n;
   std::weak_ptr<Env> weak = env;  // the scope holds the macro: a strong reference would be a cycle
-  env->vars[n.text] = Value::function([this, macro, weak](std::vector<Value>& args, Kwargs& kwargs, Env&) {
+  env->vars[n.text] = Value::function([this, macro, weak](std::vector<Value>& args, Kwargs& kwargs) {
     Value caller;
     for (auto it = kwargs.begin(); it != kwargs.end(); ++it)
       if (it->first == "caller") {
@@ -288,7 +287,7 @@ Value Interpreter::eval_inner(const Expr& e, const std::shared_ptr<Env>& env) {
         runtime_error(e.pos, fmt::format("{} is not callable (it is {})", what, fn.kind_name()));
       }
       eval_args(e.args, env, args, kwargs);
-      return (*fn.fn)(args, kwargs, *env);
+      return (*fn.fn)(args, kwargs);
     }
     case Expr::Kind::Filter: return apply_filter(e, eval(*e.object, env), env);
     case Expr::Kind::Test: {

@@ -34,7 +34,7 @@ class Interpreter {
   Flow exec_node(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
   void exec_for(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
   void assign(const Expr& target, Value value, Env& env);
-  void define_macro(const Node& n, const std::shared_ptr<Env>& env, const Value* caller = nullptr);
+  void define_macro(const Node& n, const std::shared_ptr<Env>& env);
   Value call_macro(const Node& n, const std::shared_ptr<Env>& closure, std::vector<Value>& args, Kwargs& kwargs,
                    const Value& caller);
 

@@ -89,22 +89,22 @@ Value string_method(const Value& self, const std::string& name, Interpreter& in)
   const std::string s = self.s;
   if (name == "length") return Value::integer(static_cast<int64_t>(utf8_chars(s).size()));
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize")
-    return bound([s, name, &in](std::vector<Value>&, Kwargs&, Env&) {
+    return bound([s, name, &in](std::vector<Value>&, Kwargs&) {
       std::vector<Value> no_args;
       Kwargs no_kwargs;
       return filter(name, Value::string(s), no_args, no_kwargs, in);
     });
   if (name == "strip" || name == "lstrip" || name == "rstrip")
-    return bound([s, name](std::vector<Value>& args, Kwargs&, Env&) {
+    return bound([s, name](std::vector<Value>& args, Kwargs&) {
       return Value::string(strip(s, name != "rstrip", name != "lstrip", args.empty() ? nullptr : &args[0]));
     });
   if (name == "startswith" || name == "endswith")
-    return bound([s, name](std::vector<Value>& args, Kwargs&, Env&) {
+    return bound([s, name](std::vector<Value>& args, Kwargs&) {
       if (args.empty()) fail("{}() needs an argument", name);
       return Value::boolean(starts_or_ends(s, args[0], name == "startswith"));
     });
   if (name == "split")
-    return bound([s](std::vector<Value>& args, Kwargs& kwargs, Env&) {
+    return bound([s](std::vector<Value>& args, Kwargs& kwargs) {
       const Value* sep = arg(args, kwargs, 0, "sep");
       const Value* max = arg(args, kwargs, 1, "maxsplit");
       int64_t maxsplit = max && max->kind == Value::Kind::Int ? max->i : -1;
@@ -140,13 +140,13 @@ Value string_method(const Value& self, const std::string& name, Interpreter& in)
       return Value::make_list(std::move(parts));
     });
   if (name == "replace")
-    return bound([s, &in](std::vector<Value>& args, Kwargs& kwargs, Env&) {
+    return bound([s, &in](std::vector<Value>& args, Kwargs& kwargs) {
       return filter("replace", Value::string(s), args, kwargs, in);
     });
   if (name == "format")
-    return bound([s](std::vector<Value>& args, Kwargs& kwargs, Env&) { return Value::string(python_format(s, args, kwargs)); });
+    return bound([s](std::vector<Value>& args, Kwargs& kwargs) { return Value::string(python_format(s, args, kwargs)); });
   if (name == "join")
-    return bound([s](std::vector<Value>& args, Kwargs&, Env&) {
+    return bound([s](std::vector<Value>& args, Kwargs&) {
       if (args.empty() || !args[0].is_list()) fail("join() needs a list");
       std::string out;
       for (size_t k = 0; k < args[0].list->size(); ++k) out += (k ? s : "") + (*args[0].list)[k].to_output();
@@ -158,13 +158,13 @@ Value string_method(const Value& self, const std::string& name, Interpreter& in)
 Value dict_method(const Value& self, const std::string& name, Interpreter& in) {
   auto d = self.dict;
   if (name == "get")
-    return bound([d](std::vector<Value>& args, Kwargs&, Env&) {
+    return bound([d](std::vector<Value>& args, Kwargs&) {
       if (args.empty() || !args[0].is_string()) fail("get() needs a string key");
       if (const Value* v = d->find(args[0].s)) return *v;
       return args.size() > 1 ? args[1] : Value::none();
     });
   if (name == "items" || name == "keys" || name == "values")
-    return bound([d, name](std::vector<Value>&, Kwargs&, Env&) {
+    return bound([d, name](std::vector<Value>&, Kwargs&) {
       List out;
       for (const auto& [k, v] : d->entries) {
         if (name == "items") out.push_back(Value::make_list({Value::string(k), v}));
@@ -174,7 +174,7 @@ Value dict_method(const Value& self, const std::string& name, Interpreter& in) {
       return Value::make_list(std::move(out));
     });
   if (name == "dictsort")
-    return bound([self, &in](std::vector<Value>& args, Kwargs& kwargs, Env&) {
+    return bound([self, &in](std::vector<Value>& args, Kwargs& kwargs) {
       return filter("dictsort", self, args, kwargs, in);
     });
   return Value();
@@ -273,7 +273,7 @@ List slice(const List& items, std::optional<int64_t> start, std::optional<int64_
 }
 
 void add_globals(Dict& globals, Interpreter& in) {
-  globals.set("range", Value::function([&in](std::vector<Value>& args, Kwargs&, Env&) {
+  globals.set("range", Value::function([&in](std::vector<Value>& args, Kwargs&) {
     for (const auto& a : args)
       if (a.kind != Value::Kind::Int) fail("range() needs integers");
     if (args.empty() || args.size() > 3) fail("range() takes 1 to 3 integers");
@@ -289,7 +289,7 @@ void add_globals(Dict& globals, Interpreter& in) {
     }
     return Value::make_list(std::move(out));
   }));
-  globals.set("namespace", Value::function([](std::vector<Value>& args, Kwargs& kwargs, Env&) {
+  globals.set("namespace", Value::function([](std::vector<Value>& args, Kwargs& kwargs) {
     Dict d;
     if (!args.empty()) {
       if (!args[0].is_mapping()) fail("namespace() takes a dict or keyword arguments");
@@ -298,15 +298,15 @@ void add_globals(Dict& globals, Interpreter& in) {
     for (auto& [k, v] : kwargs) d.set(k, v);
     return Value::make_dict(std::move(d), Value::Kind::Namespace);
   }));
-  globals.set("dict", Value::function([](std::vector<Value>&, Kwargs& kwargs, Env&) {
+  globals.set("dict", Value::function([](std::vector<Value>&, Kwargs& kwargs) {
     Dict d;
     for (auto& [k, v] : kwargs) d.set(k, v);
     return Value::make_dict(std::move(d));
   }));
-  globals.set("raise_exception", Value::function([](std::vector<Value>& args, Kwargs&, Env&) -> Value {
+  globals.set("raise_exception", Value::function([](std::vector<Value>& args, Kwargs&) -> Value {
     fail("raise_exception: {}", args.empty() ? std::string() : args[0].to_output());
   }));
-  globals.set("strftime_now", Value::function([](std::vector<Value>& args, Kwargs&, Env&) {
+  globals.set("strftime_now", Value::function([](std::vector<Value>& args, Kwargs&) {
     if (args.empty() || !args[0].is_string()) fail("strftime_now() needs a format string");
     const std::time_t now = std::time(nullptr);
     std::tm tm{};

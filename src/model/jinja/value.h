@@ -17,8 +17,6 @@
 namespace loom::jinja {
 
 struct Value;
-class Interpreter;
-struct Env;
 
 using List = std::vector<Value>;
 
@@ -31,7 +29,7 @@ struct Dict {
 
 // Keyword arguments in the order they were written.
 using Kwargs = std::vector<std::pair<std::string, Value>>;
-using Function = std::function<Value(std::vector<Value>& args, Kwargs& kwargs, Env& call_site)>;
+using Function = std::function<Value(std::vector<Value>& args, Kwargs& kwargs)>;
 
 struct Value {
   enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
