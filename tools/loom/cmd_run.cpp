@@ -14,6 +14,7 @@
 #include "loom/tokenizer.h"
 #include "model_args.h"
 #include "placement_args.h"
+#include "run_chat.h"
 
 namespace loom::cli {
 namespace {
@@ -62,6 +63,9 @@ int cmd_run(int argc, char** argv) {
                                 {{"--min-p"}, "P", "min-p, 0 off (default 0.05)"},
                                 {{"--ignore-eos"}, "", "keep generating after an end-of-generation token"},
                                 {{"--dot"}, "FILE", "write the generation graph's splits as Graphviz"},
+                                {{"-cnv", "--conversation"}, "", "chat: read user lines from stdin, answer each with the chat template (-n: tokens per answer)"},
+                                {{"--chat-template"}, "FILE", "with -cnv: a Jinja chat template instead of the file's tokenizer.chat_template"},
+                                {{"-sys", "--system-prompt"}, "TEXT", "with -cnv: a system message first"},
                             });
   Args args("run", "Generate text with a llama-family GGUF model.", specs);
   args.parse(argc, argv);
@@ -87,6 +91,7 @@ int cmd_run(int argc, char** argv) {
   const Tokenizer& tok = model->tokenizer();
   Session session(*model, session_options(args));
   Sampler sampler(so);
+  if (args.has("--conversation")) return run_chat(args, *model, session, sampler, n_predict);
 
   std::vector<int32_t> tokens = tok.encode(prompt, true, false);
   std::printf("%s", prompt.c_str());

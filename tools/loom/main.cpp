@@ -24,13 +24,14 @@ constexpr Command kCommands[] = {
     {"make-model", loom::cli::cmd_make_model, "write a llama GGUF file with reproducible random weights"},
     {"inspect", loom::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", loom::cli::cmd_tokenize, "tokenize a prompt with a GGUF file's vocabulary (ids and pieces)"},
+    {"apply-template", loom::cli::cmd_apply_template, "render a chat template over messages (JSON) and print the text"},
     {"demo", loom::cli::cmd_demo, "run a small demo graph on every device and check the results"},
     {"test-ops", loom::cli::cmd_test_ops, "run the op conformance suite on the registered devices"},
 };
 
 void print_usage() {
   std::printf("usage: loom <command> [options]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
+  for (const auto& c : kCommands) std::printf("  %-14s %s\n", c.name, c.summary);
   std::printf("\n'loom <command> --help' describes a command's options.\n");
 }
 
