@@ -1,10 +1,10 @@
-// Session: the KV cache and the per-micro-batch llama graph (see llama.h).
+// Session: the KV cache and the per-micro-batch llama graph (see model.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/ops.h"
 #include "loom/tensor_alloc.h"
 
@@ -19,8 +19,8 @@ struct Session::UbatchGraph {
   Graph graph;
 };
 
-Session::Session(const LlamaModel& model, const SessionOptions& options) : model_(model), options_(options) {
-  const LlamaHParams& h = model.hparams();
+Session::Session(const Model& model, const SessionOptions& options) : model_(model), options_(options) {
+  const HParams& h = model.hparams();
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (options_.n_ubatch <= 0 || options_.n_batch <= 0)
     fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
@@ -108,7 +108,7 @@ std::vector<float> Session::decode(std::span<const int32_t> tokens, bool all_log
 }
 
 void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const {
-  const LlamaHParams& h = model_.hparams();
+  const HParams& h = model_.hparams();
   const int64_t n_kv = n_past + n;
   const int64_t hd = h.head_dim();
   Context& ctx = g.ctx;
@@ -124,7 +124,7 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
   const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
   for (int64_t l = 0; l < h.n_layer; ++l) {
-    const LlamaLayer& L = model_.layers()[l];
+    const Layer& L = model_.layers()[l];
     Tensor* cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.attn_norm);
     Tensor* q = rope(ctx, reshape(ctx, project(ctx, L.wq, cur), {hd, h.n_head, n, 1}), pos, rope_params);
     Tensor* k = rope(ctx, reshape(ctx, project(ctx, L.wk, cur), {hd, h.n_head_kv, n, 1}), pos, rope_params);

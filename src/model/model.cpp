@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/log.h"
 #include "loom/ops.h"
 #include "loom/tensor_alloc.h"
@@ -37,11 +37,11 @@ class ProgressBar {
 
 }  // namespace
 
-LlamaHParams LlamaHParams::from_gguf(const gguf::File& f) {
+HParams HParams::from_gguf(const gguf::File& f) {
   const std::string arch = f.get_string("general.architecture");
   if (arch != "llama")
     fail("{}: architecture '{}' is not supported (only 'llama')", f.path(), arch);
-  LlamaHParams h;
+  HParams h;
   h.n_embd = static_cast<int64_t>(f.get_uint("llama.embedding_length"));
   h.n_layer = static_cast<int64_t>(f.get_uint("llama.block_count"));
   h.n_head = static_cast<int64_t>(f.get_uint("llama.attention.head_count"));
@@ -66,9 +66,9 @@ LlamaHParams LlamaHParams::from_gguf(const gguf::File& f) {
   return h;
 }
 
-LlamaModel::~LlamaModel() = default;
+Model::~Model() = default;
 
-Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
+Tensor* Model::weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
                            bool required) {
   const gguf::TensorInfo* info = file_->find_tensor(name);
   if (!info) {
@@ -97,26 +97,26 @@ Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_
   return t;
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const std::vector<Device*>& devices,
+std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<Device*>& devices,
                                              const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  std::unique_ptr<Model> m(new Model());
   m->given_devices_ = devices;
   m->cpu_ = &host_device(devices);
   m->file_ = gguf::File::open(path, options.use_mmap);
-  m->hparams_ = LlamaHParams::from_gguf(*m->file_);
+  m->hparams_ = HParams::from_gguf(*m->file_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   const gguf::TensorInfo* embd = m->file_->find_tensor("token_embd.weight");
   if (!embd) fail("{}: tensor 'token_embd.weight' is missing", path);
   m->hparams_.n_vocab = embd->ne[1];
-  const LlamaHParams& h = m->hparams_;
+  const HParams& h = m->hparams_;
   if (m->tokenizer_->n_vocab() != h.n_vocab)
     fail("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tokenizer_->n_vocab(),
          h.n_vocab);
   m->token_embd_ = m->weight("token_embd.weight", {h.n_embd, h.n_vocab}, -1, Op::GetRows);
   for (int64_t l = 0; l < h.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    LlamaLayer L;
+    Layer L;
     L.attn_norm = m->weight(p + "attn_norm.weight", {h.n_embd}, l, Op::Mul);
     L.wq = m->weight(p + "attn_q.weight", {h.n_embd, h.n_embd}, l, Op::MulMat);
     L.wk = m->weight(p + "attn_k.weight", {h.n_embd, h.n_embd_kv()}, l, Op::MulMat);
@@ -187,7 +187,7 @@ BufferType* weight_layout_type(Device& device, const Tensor& w) {
 
 }  // namespace
 
-BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
+BufferType& Model::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
                                            std::string& fallback) const {
   for (const TensorOverride& ov : o.placement.overrides) {
     if (!std::regex_search(w.name, std::regex(ov.pattern))) continue;
@@ -219,8 +219,8 @@ BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op us
   return device->default_buffer_type();
 }
 
-void LlamaModel::place_weights(const LoadOptions& options) {
-  const LlamaHParams& h = hparams_;
+void Model::place_weights(const LoadOptions& options) {
+  const HParams& h = hparams_;
   plan_ = plan_layers(h.n_layer, given_devices_, options.placement);
   Device& cpu = *cpu_;
   for (const TensorOverride& ov : options.placement.overrides) {
@@ -311,7 +311,7 @@ void LlamaModel::place_weights(const LoadOptions& options) {
   }
 }
 
-void LlamaModel::upload(const LoadOptions& options) {
+void Model::upload(const LoadOptions& options) {
   ProgressBar bar(options.progress);
   BufferType* mapped = cpu_->host_ptr_buffer_type();
   // Mapped weights stay in the page cache: one CPU_Mapped buffer over the file.
@@ -356,13 +356,13 @@ void LlamaModel::upload(const LoadOptions& options) {
   }
 }
 
-const std::vector<Tensor*>& LlamaModel::row_parts(const Tensor* w) const {
+const std::vector<Tensor*>& Model::row_parts(const Tensor* w) const {
   static const std::vector<Tensor*> kNone;
   auto it = row_parts_.find(w);
   return it == row_parts_.end() ? kNone : it->second;
 }
 
-std::vector<std::pair<std::string, size_t>> LlamaModel::weight_bytes_by_buffer_type() const {
+std::vector<std::pair<std::string, size_t>> Model::weight_bytes_by_buffer_type() const {
   std::vector<std::pair<std::string, size_t>> out;
   for (const Weight& w : weights_) {
     if (!w.type) continue;
@@ -374,7 +374,7 @@ std::vector<std::pair<std::string, size_t>> LlamaModel::weight_bytes_by_buffer_t
   return out;
 }
 
-std::string LlamaModel::describe_buffers() const {
+std::string Model::describe_buffers() const {
   std::string s;
   for (const auto& [name, bytes] : weight_bytes_by_buffer_type())
     s += fmt::format("{}{} {:.1f} MiB", s.empty() ? "" : ", ", name, bytes / 1048576.0);

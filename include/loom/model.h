@@ -29,7 +29,7 @@ namespace loom {
 
 class Tokenizer;
 
-struct LlamaHParams {
+struct HParams {
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
   int64_t n_embd = 0;
@@ -45,10 +45,10 @@ struct LlamaHParams {
   int64_t head_dim() const { return n_embd / n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
   // Reads and checks the llama.* keys; errors name the file and key.
-  static LlamaHParams from_gguf(const gguf::File& file);
+  static HParams from_gguf(const gguf::File& file);
 };
 
-struct LlamaLayer {
+struct Layer {
   Tensor* attn_norm = nullptr;
   Tensor* wq = nullptr;
   Tensor* wk = nullptr;
@@ -74,7 +74,7 @@ struct WeightPlacement {
   std::string fallback;  // why it is not on its layer's device ("" when it is)
 };
 
-class LlamaModel {
+class Model {
  public:
   // Loads a model onto `devices` (in priority order; the CLI passes
   // Registry::get().devices()). One of them must be of type CPU: the host,
@@ -82,17 +82,17 @@ class LlamaModel {
   // the non-CPU ones are the offload devices (see placement.h). Throws
   // loom::Error when there is no CPU device, PlacementError for placement
   // options that do not fit the model or the devices.
-  static std::unique_ptr<LlamaModel> load(const std::string& path, const std::vector<Device*>& devices,
+  static std::unique_ptr<Model> load(const std::string& path, const std::vector<Device*>& devices,
                                           const LoadOptions& options = {});
-  ~LlamaModel();
+  ~Model();
 
-  const LlamaHParams& hparams() const { return hparams_; }
+  const HParams& hparams() const { return hparams_; }
   const gguf::File& file() const { return *file_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Tensor* token_embd() const { return token_embd_; }
   Tensor* output_norm() const { return output_norm_; }
   Tensor* output() const { return output_; }  // token_embd when tied
-  const std::vector<LlamaLayer>& layers() const { return layers_; }
+  const std::vector<Layer>& layers() const { return layers_; }
   size_t weight_bytes() const { return weight_bytes_; }
   double load_seconds() const { return load_seconds_; }
   std::string describe_buffers() const;
@@ -108,7 +108,7 @@ class LlamaModel {
   std::vector<std::pair<std::string, size_t>> weight_bytes_by_buffer_type() const;
 
  private:
-  LlamaModel() = default;
+  Model() = default;
   // Declares a weight of `layer` (-1: input layer, n_layer: output layer)
   // used by `use` (MulMat, Mul or GetRows).
   Tensor* weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
@@ -131,7 +131,7 @@ class LlamaModel {
   std::vector<Device*> given_devices_;  // what load() may use
   Device* cpu_ = nullptr;               // the host device among them
   std::unique_ptr<Tokenizer> tokenizer_;
-  LlamaHParams hparams_;
+  HParams hparams_;
   Context ctx_;
   std::vector<Weight> weights_;
   std::vector<std::shared_ptr<Buffer>> buffers_;
@@ -142,7 +142,7 @@ class LlamaModel {
   Tensor* token_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;
-  std::vector<LlamaLayer> layers_;
+  std::vector<Layer> layers_;
   size_t weight_bytes_ = 0;
   double load_seconds_ = 0.0;
 };
@@ -158,7 +158,7 @@ struct SessionOptions {
 
 class Session {
  public:
-  Session(const LlamaModel& model, const SessionOptions& options);
+  Session(const Model& model, const SessionOptions& options);
   ~Session();
 
   // Evaluates `tokens` at the next positions. Returns the logits of the last
@@ -179,7 +179,7 @@ class Session {
   void build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const;
   std::vector<float> decode_ubatch(std::span<const int32_t> tokens, bool all_logits);
 
-  const LlamaModel& model_;
+  const Model& model_;
   SessionOptions options_;
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
