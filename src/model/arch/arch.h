@@ -7,7 +7,13 @@
 // are the same for every family today (session.cpp).
 //
 // Adding a family: a file here with a class deriving from Arch, and one line
-// in registry.cpp.
+// in registry.cpp. Where the next ones plug in: a sliding-window family
+// (gemma2/3) gets a second mask beside LayerGraph::mask, filled by the
+// Session from its window, and picks one per layer; a MoE family (qwen3moe,
+// mixtral) adds an ffn block beside ffn_silu_gated (router, top-k, 3-D
+// expert weights through mul_mat_id) and its Layer slots; final or attention
+// soft-capping and an embedding scale are blocks too. Until then their keys
+// and tensors are refused by the loader.
 #pragma once
 
 #include <optional>
