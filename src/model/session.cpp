@@ -1,10 +1,13 @@
-// Session: the KV cache and the per-micro-batch llama graph (see llama.h).
+// Session: the KV cache and the per-micro-batch graph around the family's
+// layers (see model.h and arch/arch.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "arch/arch.h"
+#include "arch/blocks.h"
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/ops.h"
 #include "loom/tensor_alloc.h"
 
@@ -19,8 +22,8 @@ struct Session::UbatchGraph {
   Graph graph;
 };
 
-Session::Session(const LlamaModel& model, const SessionOptions& options) : model_(model), options_(options) {
-  const LlamaHParams& h = model.hparams();
+Session::Session(const Model& model, const SessionOptions& options) : model_(model), options_(options) {
+  const HParams& h = model.hparams();
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
   if (options_.n_ubatch <= 0 || options_.n_batch <= 0)
     fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
@@ -78,14 +81,6 @@ std::vector<std::pair<std::string, size_t>> Session::kv_cache_bytes_by_buffer_ty
   return out;
 }
 
-Tensor* Session::project(Context& ctx, Tensor* w, Tensor* x) const {
-  const std::vector<Tensor*>& parts = model_.row_parts(w);
-  if (parts.empty()) return mul_mat(ctx, w, x);
-  Tensor* out = mul_mat(ctx, parts[0], x);
-  for (size_t i = 1; i < parts.size(); ++i) out = concat(ctx, out, mul_mat(ctx, parts[i], x), 0);
-  return out;
-}
-
 std::vector<float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {
   if (tokens.empty()) fail("decode: no tokens given");
   if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_)
@@ -108,9 +103,8 @@ std::vector<float> Session::decode(std::span<const int32_t> tokens, bool all_log
 }
 
 void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const {
-  const LlamaHParams& h = model_.hparams();
+  const HParams& h = model_.hparams();
   const int64_t n_kv = n_past + n;
-  const int64_t hd = h.head_dim();
   Context& ctx = g.ctx;
   Tensor* tok = g.tokens = ctx.new_tensor(DType::I32, {n});
   tok->name = "tokens";
@@ -120,37 +114,16 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
   mask->name = "kq_mask";
   for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
 
-  const RopeParams rope_params{static_cast<int>(h.n_rot), RopeMode::Normal, h.rope_freq_base, h.rope_freq_scale};
-  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
+  LayerGraph lg{ctx, model_, h, n, n_kv, pos, mask};
   for (int64_t l = 0; l < h.n_layer; ++l) {
-    const LlamaLayer& L = model_.layers()[l];
-    Tensor* cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.attn_norm);
-    Tensor* q = rope(ctx, reshape(ctx, project(ctx, L.wq, cur), {hd, h.n_head, n, 1}), pos, rope_params);
-    Tensor* k = rope(ctx, reshape(ctx, project(ctx, L.wk, cur), {hd, h.n_head_kv, n, 1}), pos, rope_params);
-    Tensor* v = project(ctx, L.wv, cur);
-    Tensor* k_all = set_rows(ctx, k_cache_[l], reshape(ctx, k, {h.n_embd_kv(), n, 1, 1}), pos);
-    Tensor* v_all = set_rows(ctx, v_cache_[l], v, pos);
-    const size_t ks = traits(k_all->type).type_size, vs = traits(v_all->type).type_size;
-    // Cache rows are slots (= positions); view the first n_kv as [head_dim, n_head_kv, n_kv].
-    Tensor* kh = permute(
-        ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {hd * ks, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
-        {0, 2, 1, 3});                                                // [hd, n_kv, n_head_kv]
-    Tensor* kq = mul_mat(ctx, kh, permute(ctx, q, {0, 2, 1, 3}));  // [n_kv, n, n_head]
-    kq = soft_max(ctx, kq, mask, kq_scale);
-    Tensor* vt = cont(
-        ctx, permute(ctx, view(ctx, v_all, {hd, h.n_head_kv, n_kv, 1}, {hd * vs, v_all->nb[1], v_all->nb[1] * n_kv}, 0),
-                     {1, 2, 0, 3}));  // [n_kv, hd, n_head_kv]
-    Tensor* kqv = mul_mat(ctx, vt, kq);  // [hd, n, n_head]
-    Tensor* attn = reshape(ctx, cont(ctx, permute(ctx, kqv, {0, 2, 1, 3})), {h.n_embd, n, 1, 1});
-    x = add(ctx, x, project(ctx, L.wo, attn));
-    cur = mul(ctx, rms_norm(ctx, x, h.rms_eps), L.ffn_norm);
-    Tensor* gate = silu(ctx, project(ctx, L.ffn_gate, cur));
-    x = add(ctx, x, project(ctx, L.ffn_down, mul(ctx, gate, project(ctx, L.ffn_up, cur))));
+    lg.k_cache = k_cache_[l];
+    lg.v_cache = v_cache_[l];
+    x = model_.arch().build_layer(lg, model_.layers()[l], x);
   }
   Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
   if (!all_logits) out = view_2d(ctx, out, h.n_embd, 1, out->nb[1], (n - 1) * out->nb[1]);
-  g.logits = project(ctx, model_.output(), out);
+  g.logits = linear(lg, model_.output(), out);
   g.logits->name = "logits";
   g.graph = Graph::build(g.logits);
 }

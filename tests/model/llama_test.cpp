@@ -7,7 +7,7 @@
 
 #include "loom/error.h"
 #include "loom/gguf.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/registry.h"
 #include "loom/tokenizer.h"
 #include "model_gen/model_gen.h"
@@ -37,7 +37,7 @@ ModelSpec small_spec() {
 
 using Matrix = std::vector<double>;  // row-major [rows][cols]
 
-std::vector<double> weights(const LlamaModel& m, const Tensor* t) {
+std::vector<double> weights(const Model& m, const Tensor* t) {
   const auto f = tensor_to_floats(*t);
   return {f.begin(), f.end()};
 }
@@ -72,14 +72,14 @@ void rope_inplace(std::vector<double>& v, int64_t n_heads, int64_t hd, int64_t n
 }
 
 // Logits of every position for `tokens`, computed directly from the weights.
-std::vector<std::vector<double>> reference_forward(const LlamaModel& m, const std::vector<int32_t>& tokens) {
-  const LlamaHParams& h = m.hparams();
+std::vector<std::vector<double>> reference_forward(const Model& m, const std::vector<int32_t>& tokens) {
+  const HParams& h = m.hparams();
   const int64_t hd = h.head_dim(), nkv = h.n_embd_kv();
   const auto embd = weights(m, m.token_embd());
   std::vector<std::vector<double>> x(tokens.size());
   for (size_t t = 0; t < tokens.size(); ++t)
     x[t].assign(embd.begin() + tokens[t] * h.n_embd, embd.begin() + (tokens[t] + 1) * h.n_embd);
-  for (const LlamaLayer& L : m.layers()) {
+  for (const Layer& L : m.layers()) {
     const auto an = weights(m, L.attn_norm), wq = weights(m, L.wq), wk = weights(m, L.wk), wv = weights(m, L.wv),
                wo = weights(m, L.wo), fn = weights(m, L.ffn_norm), wg = weights(m, L.ffn_gate),
                wu = weights(m, L.ffn_up), wd = weights(m, L.ffn_down);
@@ -151,7 +151,7 @@ class LlamaTest : public ::testing::Test {
 std::string* LlamaTest::path_ = nullptr;
 
 TEST_F(LlamaTest, MatchesAPlainForwardPass) {
-  auto m = LlamaModel::load(*path_, cpu_only());
+  auto m = Model::load(*path_, cpu_only());
   Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
   const auto logits = s.decode(tokens_, true);
   const auto ref = reference_forward(*m, tokens_);
@@ -178,7 +178,7 @@ TEST_P(QuantizedModelTest, LoadsAndMatchesAPlainForwardPass) {
   spec.n_layer = 1;
   const std::string path = temp_model(std::string(type_name(type)));
   write_random_model(spec, type, 11, path);
-  auto m = LlamaModel::load(path, cpu_only());
+  auto m = Model::load(path, cpu_only());
   std::filesystem::remove(path);
   EXPECT_EQ(m->token_embd()->type, type);
   EXPECT_EQ(m->layers()[0].wq->type, type);
@@ -207,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizedModelTest,
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST_F(LlamaTest, TokenByTokenEqualsOneBatchAndMicroBatches) {
-  auto m = LlamaModel::load(*path_, cpu_only());
+  auto m = Model::load(*path_, cpu_only());
   Session batch(*m, {.n_ctx = 32});
   const auto all = batch.decode(tokens_);
   Session one_by_one(*m, {.n_ctx = 32});
@@ -224,8 +224,8 @@ TEST_F(LlamaTest, TokenByTokenEqualsOneBatchAndMicroBatches) {
 }
 
 TEST_F(LlamaTest, MmapAndReadGiveTheSameLogits) {
-  auto mapped = LlamaModel::load(*path_, cpu_only(), {.use_mmap = true});
-  auto read = LlamaModel::load(*path_, cpu_only(), {.use_mmap = false});
+  auto mapped = Model::load(*path_, cpu_only(), {.use_mmap = true});
+  auto read = Model::load(*path_, cpu_only(), {.use_mmap = false});
   EXPECT_NE(mapped->describe_buffers().find("CPU_Mapped"), std::string::npos);
   EXPECT_EQ(read->describe_buffers().find("CPU_Mapped"), std::string::npos);
   Session a(*mapped, {.n_ctx = 16}), b(*read, {.n_ctx = 16});
@@ -233,7 +233,7 @@ TEST_F(LlamaTest, MmapAndReadGiveTheSameLogits) {
 }
 
 TEST_F(LlamaTest, BadInputsAreClearErrors) {
-  auto m = LlamaModel::load(*path_, cpu_only());
+  auto m = Model::load(*path_, cpu_only());
   Session s(*m, {.n_ctx = 8});
   const std::vector<int32_t> too_many(9, 1);
   EXPECT_THROW(s.decode(too_many), Error);
@@ -263,7 +263,7 @@ TEST(LlamaLoad, MissingTensorAndWrongShapeNameTheTensor) {
   };
   auto expect_error = [](const std::string& path, const std::string& needle) {
     try {
-      LlamaModel::load(path, cpu_only());
+      Model::load(path, cpu_only());
       ADD_FAILURE() << "loaded " << path;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();

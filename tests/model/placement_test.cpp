@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/placement.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
@@ -202,25 +202,25 @@ class GivenDevicesOn : public PlacementModel, public WithDevices {};
 
 TEST_F(GivenDevices, CpuOnlyKeepsEveryWeightOnTheCpuAndMapsThroughTheCapability) {
   Device& cpu = Registry::get().cpu();
-  auto m = LlamaModel::load(*path_, {&cpu});
+  auto m = Model::load(*path_, {&cpu});
   EXPECT_EQ(m->devices(), std::vector<Device*>{&cpu});
   for (int64_t l = 0; l < m->hparams().n_layer; ++l) EXPECT_EQ(&m->layer_device(l), &cpu);
   // Mapped file, F32 weights: every one in the CPU's host-pointer buffer type.
   ASSERT_NE(cpu.host_ptr_buffer_type(), nullptr);
   for (const auto& p : m->placements()) EXPECT_EQ(p.buffer_type, cpu.host_ptr_buffer_type()->name()) << p.name;
-  expect_placement_error([&] { LlamaModel::load(*path_, {&cpu}, {.placement = {.n_gpu_layers = 1}}); },
+  expect_placement_error([&] { Model::load(*path_, {&cpu}, {.placement = {.n_gpu_layers = 1}}); },
                          PlacementField::NGpuLayers, "no device to offload to");
 }
 
 TEST_F(GivenDevices, ADeviceThatCannotWrapHostMemoryGetsItsDefaultType) {
   CpuWithoutMapping cpu(Registry::get().cpu());
-  auto m = LlamaModel::load(*path_, {&cpu});
+  auto m = Model::load(*path_, {&cpu});
   for (const auto& p : m->placements()) EXPECT_EQ(p.buffer_type, cpu.default_buffer_type().name()) << p.name;
 }
 
 TEST_F(GivenDevices, TheCpuMustBeAmongThem) {
   try {
-    LlamaModel::load(*path_, {});
+    Model::load(*path_, {});
     ADD_FAILURE() << "loaded without a CPU device";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CPU device"), std::string::npos) << e.what();
@@ -229,7 +229,7 @@ TEST_F(GivenDevices, TheCpuMustBeAmongThem) {
 
 TEST_P(GivenDevicesOn, TheCpuMustBeAmongThem) {
   REQUIRE_DEVICES(1);
-  EXPECT_THROW(LlamaModel::load(*path_, {dev(0)}), Error);
+  EXPECT_THROW(Model::load(*path_, {dev(0)}), Error);
 }
 
 TEST_P(GivenDevicesOn, OnlyTheGivenOffloadDeviceIsUsed) {
@@ -237,7 +237,7 @@ TEST_P(GivenDevicesOn, OnlyTheGivenOffloadDeviceIsUsed) {
   Device& cpu = Registry::get().cpu();
   Device* d1 = dev(1);
   // Device 1 alone is offload device 0: -ngl 5 -sm none puts everything there.
-  auto m = LlamaModel::load(*path_, {d1, &cpu}, {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
+  auto m = Model::load(*path_, {d1, &cpu}, {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
   EXPECT_EQ(m->devices(), (std::vector<Device*>{d1, &cpu}));
   for (int64_t l = 0; l < m->hparams().n_layer; ++l) EXPECT_EQ(&m->layer_device(l), d1);
   Session s(*m, {.n_ctx = 16});
@@ -269,7 +269,7 @@ TEST(TiedOutput, CopiedToAnotherBufferTypeWhenTheWeightListReallocates) {
   write_random_model(s, DType::F32, 7, path);
   Device& cpu = Registry::get().cpu();
   Device& fake = test::fake_device(0);
-  auto m = LlamaModel::load(path, {&fake, &cpu}, {.placement = {.n_gpu_layers = 15, .split_mode = SplitMode::None}});
+  auto m = Model::load(path, {&fake, &cpu}, {.placement = {.n_gpu_layers = 15, .split_mode = SplitMode::None}});
   size_t embd_bytes = 0, copy_bytes = 0;
   std::string copy_type;
   for (const auto& p : m->placements()) {
@@ -279,7 +279,7 @@ TEST(TiedOutput, CopiedToAnotherBufferTypeWhenTheWeightListReallocates) {
   EXPECT_EQ(embd_bytes, size_t{300} * 32 * sizeof(float));
   EXPECT_EQ(copy_bytes, embd_bytes);
   EXPECT_EQ(copy_type, fake.default_buffer_type().name());
-  auto on_cpu = LlamaModel::load(path, {&cpu});
+  auto on_cpu = Model::load(path, {&cpu});
   const std::vector<int32_t> prompt = {1, 5, 9};
   Session a(*m, {.n_ctx = 16}), b(*on_cpu, {.n_ctx = 16});
   const std::vector<float> la = a.decode(prompt), lb = b.decode(prompt);
@@ -294,7 +294,7 @@ class MultiDeviceModel : public PlacementModel, public WithDevices {
 
   // Logits after a prompt and 32 greedy tokens.
   static std::pair<std::vector<float>, std::vector<int32_t>> run(const PlacementOptions& p) {
-    auto m = LlamaModel::load(*path_, devices(), {.placement = p});
+    auto m = Model::load(*path_, devices(), {.placement = p});
     Session s(*m, {.n_ctx = 64});
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 7, 99};
     std::vector<float> first = s.decode(prompt);
@@ -330,7 +330,7 @@ TEST_P(MultiDeviceModel, SameResultsOnTheCpuOnOneDeviceAndSplit) {
 }
 
 TEST_P(MultiDeviceModel, WeightsKvCacheAndTiedOutputGoWhereAsked) {
-  auto m = LlamaModel::load(*path_, devices(), {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
+  auto m = Model::load(*path_, devices(), {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
   EXPECT_EQ(&m->layer_device(0), &Registry::get().cpu());
   EXPECT_EQ(&m->layer_device(2), dev(0));
   EXPECT_EQ(&m->layer_device(3), dev(1));
@@ -349,14 +349,14 @@ TEST_P(MultiDeviceModel, WeightsKvCacheAndTiedOutputGoWhereAsked) {
   EXPECT_EQ(kv.size(), 3u);  // CPU, device 0, device 1
 
   // With the output layer offloaded, the tied matrix needs a copy there.
-  auto all = LlamaModel::load(*path_, devices(), {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
+  auto all = Model::load(*path_, devices(), {.placement = {.n_gpu_layers = 5, .split_mode = SplitMode::None}});
   bool copied = false;
   for (const auto& p : all->placements()) copied |= p.name == "output.weight (tied to token_embd.weight)";
   EXPECT_TRUE(copied);
 }
 
 TEST_P(MultiDeviceModel, OverridesPickTheBufferType) {
-  auto m = LlamaModel::load(*path_, devices(),
+  auto m = Model::load(*path_, devices(),
                             {.placement = {.n_gpu_layers = 5,
                                            .split_mode = SplitMode::None,
                                            .overrides = {{"ffn_(up|gate)", "CPU"}}}});
@@ -367,9 +367,9 @@ TEST_P(MultiDeviceModel, OverridesPickTheBufferType) {
       EXPECT_NE(p.buffer_type, "CPU") << p.name;
   }
   expect_placement_error(
-      [] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{"ffn", "NoSuchType"}}}}); },
+      [] { Model::load(*path_, devices(), {.placement = {.overrides = {{"ffn", "NoSuchType"}}}}); },
       PlacementField::Overrides, "tensor override 'ffn=NoSuchType': no buffer type named 'NoSuchType'");
-  expect_placement_error([] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{"(", "CPU"}}}}); },
+  expect_placement_error([] { Model::load(*path_, devices(), {.placement = {.overrides = {{"(", "CPU"}}}}); },
                          PlacementField::Overrides, "not a valid regular expression");
 }
 

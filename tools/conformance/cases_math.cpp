@@ -85,6 +85,7 @@ void add_rope(std::vector<Case>& cases) {
     int n_dims = 0;
     float freq_base = 10000.0f, freq_scale = 1.0f;
     Layout layout = L::Contiguous;
+    int64_t freq_factors = 0;  // > 0: a freq-factors operand of this many elements
   };
   const Shapes list[] = {
       {{64, 4, 5, 1}},
@@ -97,17 +98,23 @@ void add_rope(std::vector<Case>& cases) {
       {{64, 4, 5, 1}, 0, 10000.0f, 1.0f, L::Permuted},
       {{64, 3, 4, 1}, 16, 10000.0f, 1.0f, L::Strided},
       {{34, 3, 4, 1}, 0, 10000.0f, 1.0f, L::Shuffled},
+      {{64, 4, 5, 1}, 0, 500000.0f, 1.0f, L::Contiguous, 32},
+      {{64, 3, 4, 1}, 32, 10000.0f, 0.5f, L::Contiguous, 16},
+      {{64, 3, 4, 1}, 16, 10000.0f, 1.0f, L::Strided, 20},
   };
   for (RopeMode mode : {RopeMode::Normal, RopeMode::NeoX}) {
     for (const Shapes& s : list) {
       const RopeParams params{s.n_dims, mode, s.freq_base, s.freq_scale};
-      cases.push_back(make_case(fmt::format("rope(mode={},a={},n_dims={},base={},scale={})",
+      cases.push_back(make_case(fmt::format("rope(mode={},a={},n_dims={},base={},scale={}{})",
                                    mode == RopeMode::NeoX ? "neox" : "normal", shape_name(s.ne, s.layout), s.n_dims,
-                                   s.freq_base, s.freq_scale),
+                                   s.freq_base, s.freq_scale,
+                                   s.freq_factors ? fmt::format(",freq_factors=[{}]", s.freq_factors) : ""),
                        Op::Rope, DType::F32, [s, params](CaseGraph& g) {
                          Tensor* a = operand(g, DType::F32, s.ne, s.layout);
                          Tensor* pos = g.input(DType::I32, {s.ne[2], 1, 1, 1}, {Fill::Kind::Positions, 512});
-                         return rope(g.ctx, a, pos, params);
+                         Tensor* factors = s.freq_factors ? g.input(DType::F32, {s.freq_factors, 1, 1, 1},
+                                                                    {Fill::Kind::Positive}) : nullptr;
+                         return rope(g.ctx, a, pos, params, factors);
                        }));
     }
   }

@@ -78,7 +78,7 @@ constexpr ThresholdRule kTable[] = {
     {Op::RmsNorm, std::nullopt, 1e-9, "f32 sum of squares and 1/sqrt"},
     {Op::Norm, std::nullopt, 1e-9, "f32 mean, variance and 1/sqrt"},
     {Op::SoftMax, std::nullopt, 1e-9, "f32 exp and sum"},
-    {Op::Rope, std::nullopt, 1e-9, "theta = pos * base^(-2k/n) in f32 (pos < 512) and f32 sin/cos"},
+    {Op::Rope, std::nullopt, 1e-9, "theta = pos * base^(-2k/n) / factor_k in f32 (pos < 512) and f32 sin/cos"},
     // mul_mat: a's stored values are exact; the loss is in b and the sums.
     {Op::MulMat, DType::F32, 2e-6, "f32 sums; allows b rounded to f16 or tf32 (up to ~4e-7)"},
     {Op::MulMat, DType::F16, 2e-6, "allows b rounded to f16 (up to ~4e-7)"},

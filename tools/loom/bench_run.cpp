@@ -62,7 +62,7 @@ BenchSystem bench_system() {
   return s;
 }
 
-BenchModelInfo describe_model(const LlamaModel& model) {
+BenchModelInfo describe_model(const Model& model) {
   BenchModelInfo info;
   info.filename = model.file().path();
   info.size = static_cast<int64_t>(model.weight_bytes());
@@ -84,7 +84,7 @@ BenchModelInfo describe_model(const LlamaModel& model) {
   return info;
 }
 
-std::vector<int64_t> run_bench_instance(const LlamaModel& model, const BenchInstance& inst, int repetitions,
+std::vector<int64_t> run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions,
                                         bool warmup, std::mt19937& rng) {
   SessionOptions so;
   so.n_ctx = inst.n_depth + inst.n_prompt + inst.n_gen;

@@ -10,7 +10,7 @@
 
 #include "bench_format.h"
 #include "bench_params.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 
 namespace loom::cli {
 
@@ -29,11 +29,11 @@ struct BenchModelInfo {
   int64_t n_params = 0;
   std::string devices;  // the devices holding its weights, "CPU,OpenCL0"
 };
-BenchModelInfo describe_model(const LlamaModel& model);
+BenchModelInfo describe_model(const Model& model);
 
 // Runs one instance `repetitions` times (after a warm-up run when `warmup`);
 // returns the wall time of each repetition in nanoseconds.
-std::vector<int64_t> run_bench_instance(const LlamaModel& model, const BenchInstance& inst, int repetitions,
+std::vector<int64_t> run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions,
                                         bool warmup, std::mt19937& rng);
 
 BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& model, const BenchInstance& inst,

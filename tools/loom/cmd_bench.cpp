@@ -182,7 +182,7 @@ int cmd_bench(int argc, char** argv) {
   const BenchSystem system = bench_system();
   auto printer = make_bench_printer(*format, markdown_columns(runs));
   emit(printer->begin());
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Model> model;
   BenchModelInfo info;
   BenchLoadKey loaded;
   for (size_t i = 0; i < runs.size(); ++i) {

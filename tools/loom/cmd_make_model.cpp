@@ -1,4 +1,4 @@
-// loom make-model: a llama-architecture GGUF with reproducible random weights.
+// loom make-model: a GGUF of a supported family with reproducible random weights.
 #include <cstdio>
 
 #include "args.h"
@@ -10,9 +10,12 @@ namespace loom::cli {
 
 int cmd_make_model(int argc, char** argv) {
   Args args("make-model",
-            "Write a llama-architecture GGUF file with reproducible random weights and a tokenizer.\n"
-            "usage: loom make-model -o FILE [--preset tiny|tinyllama-1.1b] [--type q4_0] [dims...]",
+            "Write a GGUF file of a supported family with reproducible random weights and a tokenizer.\n"
+            "usage: loom make-model -o FILE [--arch llama|qwen2|qwen3|phi3] [--preset tiny|tinyllama-1.1b] "
+            "[--type q4_0] [dims...]",
             {{{"-o", "--output"}, "FILE", "output path (required)"},
+             {{"--arch"}, "NAME", "llama (default), qwen2 (q/k/v biases), qwen3 (per-head q/k norms), "
+                                  "phi3 (fused qkv and gate-up)"},
              {{"--preset"}, "NAME", "tiny (default) or tinyllama-1.1b"},
              {{"--type"},
               "TYPE",
@@ -28,6 +31,9 @@ int cmd_make_model(int argc, char** argv) {
              {{"--n-ff"}, "N", "feed-forward size"},
              {{"--n-vocab"}, "N", "vocabulary size"},
              {{"--n-ctx"}, "N", "training context length"},
+             {{"--n-embd-head"}, "N", "head size (written as attention.key_length; default n-embd / n-head)"},
+             {{"--n-rot"}, "N", "rotated dims per head (partial rotary; default the head size)"},
+             {{"--rope-freqs"}, "", "llama: Llama 3 rope scaling, as a rope_freqs.weight tensor"},
              {{"--tied"}, "", "no output.weight: logits use token_embd"}});
   args.parse(argc, argv);
   if (args.has("--help")) {
@@ -44,6 +50,10 @@ int cmd_make_model(int argc, char** argv) {
   spec.n_ff = args.get_int("--n-ff", static_cast<int>(spec.n_ff));
   spec.n_vocab = args.get_int("--n-vocab", static_cast<int>(spec.n_vocab));
   spec.n_ctx = args.get_int("--n-ctx", static_cast<int>(spec.n_ctx));
+  spec.n_embd_head = args.get_int("--n-embd-head", 0);
+  spec.n_rot = args.get_int("--n-rot", 0);
+  spec.rope_freqs = args.has("--rope-freqs");
+  spec.arch = args.get_or("--arch", "llama");
   spec.tied_output = args.has("--tied");
   spec.vocab = parse_tokenizer_style(args.get_or("--vocab", "spm"));
   const std::string type_str = args.get_or("--type", "f32");
@@ -56,8 +66,8 @@ int cmd_make_model(int argc, char** argv) {
     std::fprintf(stderr, "\rwriting tensors: %zu/%zu", done, total);
     if (done == total) std::fprintf(stderr, "\n");
   });
-  std::printf("wrote %s: %s, %lld layers, embd %lld, heads %lld/%lld, ff %lld, vocab %lld, %s weights, seed %llu\n",
-              out->c_str(), spec.name.c_str(), static_cast<long long>(spec.n_layer),
+  std::printf("wrote %s: %s %s, %lld layers, embd %lld, heads %lld/%lld, ff %lld, vocab %lld, %s weights, seed %llu\n",
+              out->c_str(), spec.arch.c_str(), spec.name.c_str(), static_cast<long long>(spec.n_layer),
               static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
               static_cast<long long>(spec.n_head_kv), static_cast<long long>(spec.n_ff),
               static_cast<long long>(spec.n_vocab), std::string(type_name(*type)).c_str(),

@@ -30,7 +30,7 @@ std::string format_bytes(size_t b) {
 }
 
 // One row per buffer type: weights, KV cache and compute bytes.
-void print_memory(const LlamaModel& model, const Session& session, const SchedReport& report) {
+void print_memory(const Model& model, const Session& session, const SchedReport& report) {
   struct Row {
     size_t weights = 0, kv = 0, compute = 0;
   };
@@ -121,7 +121,7 @@ int cmd_run(int argc, char** argv) {
     }
   }
   const double gen_s = seconds_since(t0);
-  const LlamaHParams& h = model->hparams();
+  const HParams& h = model->hparams();
   std::printf("\n\n");
   std::printf("model:      %s (%lld layers, embd %lld, vocab %lld)\n", model->file().path().c_str(),
               static_cast<long long>(h.n_layer), static_cast<long long>(h.n_embd), static_cast<long long>(h.n_vocab));

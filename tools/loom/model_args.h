@@ -5,7 +5,7 @@
 #include <string>
 
 #include "args.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 
 namespace loom::cli {
 

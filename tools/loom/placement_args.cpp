@@ -51,9 +51,9 @@ std::string_view placement_flag(PlacementField field) {
   return "?";
 }
 
-std::unique_ptr<LlamaModel> load_model(const std::string& path, const LoadOptions& options) {
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   try {
-    return LlamaModel::load(path, Registry::get().devices(), options);
+    return Model::load(path, Registry::get().devices(), options);
   } catch (const PlacementError& e) {
     fail("{}: {}", placement_flag(e.field()), e.what());
   }

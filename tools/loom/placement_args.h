@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/placement.h"
 
 namespace loom::cli {
@@ -22,8 +22,8 @@ TensorOverride parse_override(const std::string& s);          // -ot: "blk\\.1\\
 // The flag that sets a PlacementOptions member: -ngl, -ts, -mg or -ot.
 std::string_view placement_flag(PlacementField field);
 
-// LlamaModel::load on Registry::get().devices(). A PlacementError comes back
+// Model::load on Registry::get().devices(). A PlacementError comes back
 // as a loom::Error that starts with its flag ("-mg: main device index 7: ...").
-std::unique_ptr<LlamaModel> load_model(const std::string& path, const LoadOptions& options);
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options);
 
 }  // namespace loom::cli

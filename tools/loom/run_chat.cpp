@@ -14,7 +14,7 @@
 
 namespace loom::cli {
 
-int run_chat(const Args& args, const LlamaModel& model, Session& session, Sampler& sampler, int n_predict) {
+int run_chat(const Args& args, const Model& model, Session& session, Sampler& sampler, int n_predict) {
   const Tokenizer& tok = model.tokenizer();
   GgufChatInfo info = chat_info_from_gguf(model.file());
   if (auto path = args.get("--chat-template")) info.chat_template = read_text_file(*path);

@@ -1,7 +1,7 @@
 // loom run -cnv: an interactive chat on top of a loaded model and session.
 #pragma once
 
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/sampler.h"
 
 namespace loom::cli {
@@ -12,6 +12,6 @@ class Args;
 // user message, the chat template is rendered with add_generation_prompt,
 // only the text after what the session already holds is fed, and the
 // answer streams until an end-of-generation token or n_predict tokens.
-int run_chat(const Args& args, const LlamaModel& model, Session& session, Sampler& sampler, int n_predict);
+int run_chat(const Args& args, const Model& model, Session& session, Sampler& sampler, int n_predict);
 
 }  // namespace loom::cli

@@ -1,6 +1,8 @@
 #include "model_gen/model_gen.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "loom/error.h"
@@ -29,6 +31,8 @@ void fill_uniform(float* out, int64_t n, uint64_t stream, float center, float ha
 
 }  // namespace
 
+int64_t head_size(const ModelSpec& s) { return s.n_embd_head ? s.n_embd_head : s.n_embd / s.n_head; }
+
 ModelSpec model_preset(const std::string& name) {
   ModelSpec s;
   if (name == "tiny") return s;
@@ -47,6 +51,9 @@ ModelSpec model_preset(const std::string& name) {
 }
 
 void validate_spec(const ModelSpec& s) {
+  if (std::find(std::begin(kModelGenArchs), std::end(kModelGenArchs), s.arch) == std::end(kModelGenArchs))
+    fail("model spec: unknown architecture '{}' (llama, qwen2, qwen3, phi3)", s.arch);
+  if (s.rope_freqs && s.arch != "llama") fail("model spec: rope_freqs (Llama 3 rope scaling) is for llama only");
   auto positive = [](int64_t v, const char* what) {
     if (v <= 0) fail("model spec: {} must be positive, got {}", what, v);
   };
@@ -57,11 +64,16 @@ void validate_spec(const ModelSpec& s) {
   positive(s.n_head, "head count");
   positive(s.n_head_kv, "kv head count");
   positive(s.n_ff, "feed-forward size");
-  if (s.n_embd % s.n_head) fail("model spec: {} heads do not divide the embedding size {}", s.n_head, s.n_embd);
+  if (s.n_embd_head == 0 && s.n_embd % s.n_head)
+    fail("model spec: {} heads do not divide the embedding size {}", s.n_head, s.n_embd);
   if (s.n_head % s.n_head_kv)
     fail("model spec: {} kv heads do not divide the {} heads", s.n_head_kv, s.n_head);
-  if ((s.n_embd / s.n_head) % 2) fail("model spec: head size {} must be even for RoPE", s.n_embd / s.n_head);
-  if (s.n_embd % 32 || s.n_ff % 32 || (s.n_embd / s.n_head * s.n_head_kv) % 32)
+  const int64_t head = head_size(s);
+  if (head <= 0 || head % 2) fail("model spec: head size {} must be positive and even for RoPE", head);
+  const int64_t rot = s.n_rot ? s.n_rot : head;
+  if (rot <= 0 || rot % 2 || rot > head) fail("model spec: rotated dims {} must be even and at most the head size {}",
+                                              rot, head);
+  if (s.n_embd % 32 || s.n_ff % 32 || (head * s.n_head_kv) % 32 || (head * s.n_head) % 32)
     fail("model spec: embedding ({}), feed-forward ({}) and kv sizes must be multiples of 32 for quantized types",
          s.n_embd, s.n_ff);
 }
@@ -93,6 +105,30 @@ uint32_t file_type_of(DType type) {
   fail("make-model: no GGUF file type for {}", type_name(type));
 }
 
+// Llama 3's rope scaling (factor 8, low_freq_factor 1, high_freq_factor 4)
+// as its converter writes it to rope_freqs.weight: one divisor per rotated
+// pair, 1 for wavelengths under original_ctx / 4, 8 over original_ctx, and
+// a smooth blend between. `original_ctx` is the model's context here, so a
+// tiny model gets the whole range.
+std::vector<float> llama3_rope_factors(int64_t n_rot, float base, int64_t original_ctx) {
+  const double factor = 8.0, low = 1.0, high = 4.0;
+  const double low_wavelen = original_ctx / low, high_wavelen = original_ctx / high;
+  std::vector<float> out;
+  for (int64_t k = 0; k < n_rot / 2; ++k) {
+    const double freq = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(k) / static_cast<double>(n_rot));
+    const double wavelen = 2.0 * M_PI / freq;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (original_ctx / wavelen - low) / (high - low);
+      f = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
 }  // namespace
 
 DType type_for_rows(DType type, int64_t n_row) {
@@ -114,24 +150,31 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
                         const std::function<void(size_t, size_t)>& progress) {
   validate_spec(s);
   if (type == DType::I32) fail("make-model: weight type i32 is not supported (a float or quantized type)");
-  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t head_dim = head_size(s);
+  const int64_t n_rot = s.n_rot ? s.n_rot : head_dim;
+  const int64_t n_embd_q = head_dim * s.n_head;
   const int64_t n_embd_kv = head_dim * s.n_head_kv;
   gguf::Writer w;
   using gguf::Value;
-  w.set("general.architecture", Value::string("llama"));
+  const std::string a = s.arch + ".";
+  w.set("general.architecture", Value::string(s.arch));
   w.set("general.name", Value::string("loom-random-" + s.name));
   w.set("general.file_type", Value::u32(file_type_of(type)));
   w.set("general.quantization_version", Value::u32(2));
-  w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(s.n_vocab)));
-  w.set("llama.context_length", Value::u32(static_cast<uint32_t>(s.n_ctx)));
-  w.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(s.n_embd)));
-  w.set("llama.block_count", Value::u32(static_cast<uint32_t>(s.n_layer)));
-  w.set("llama.feed_forward_length", Value::u32(static_cast<uint32_t>(s.n_ff)));
-  w.set("llama.attention.head_count", Value::u32(static_cast<uint32_t>(s.n_head)));
-  w.set("llama.attention.head_count_kv", Value::u32(static_cast<uint32_t>(s.n_head_kv)));
-  w.set("llama.rope.dimension_count", Value::u32(static_cast<uint32_t>(head_dim)));
-  w.set("llama.rope.freq_base", Value::f32(s.rope_freq_base));
-  w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
+  w.set(a + "vocab_size", Value::u32(static_cast<uint32_t>(s.n_vocab)));
+  w.set(a + "context_length", Value::u32(static_cast<uint32_t>(s.n_ctx)));
+  w.set(a + "embedding_length", Value::u32(static_cast<uint32_t>(s.n_embd)));
+  w.set(a + "block_count", Value::u32(static_cast<uint32_t>(s.n_layer)));
+  w.set(a + "feed_forward_length", Value::u32(static_cast<uint32_t>(s.n_ff)));
+  w.set(a + "attention.head_count", Value::u32(static_cast<uint32_t>(s.n_head)));
+  w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(s.n_head_kv)));
+  w.set(a + "rope.dimension_count", Value::u32(static_cast<uint32_t>(n_rot)));
+  if (s.n_embd_head) {
+    w.set(a + "attention.key_length", Value::u32(static_cast<uint32_t>(head_dim)));
+    w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(head_dim)));
+  }
+  w.set(a + "rope.freq_base", Value::f32(s.rope_freq_base));
+  w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
   write_tokenizer_metadata(w, s.vocab, static_cast<int>(s.n_vocab));
 
   uint64_t index = 0;
@@ -154,16 +197,39 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
   };
   auto scale_for = [](int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
   add("token_embd.weight", {s.n_embd, s.n_vocab}, type, 0.0f, 1.0f);
+  if (s.rope_freqs) {
+    const std::vector<float> factors = llama3_rope_factors(n_rot, s.rope_freq_base, s.n_ctx);
+    w.add_tensor("rope_freqs.weight", static_cast<uint32_t>(DType::F32), {n_rot / 2}, [factors](uint8_t* dst, size_t) {
+      std::memcpy(dst, factors.data(), factors.size() * sizeof(float));
+    });
+  }
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
-    add(p + "attn_q.weight", {s.n_embd, s.n_embd}, type, 0.0f, scale_for(s.n_embd));
-    add(p + "attn_k.weight", {s.n_embd, n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
-    add(p + "attn_v.weight", {s.n_embd, n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
-    add(p + "attn_output.weight", {s.n_embd, s.n_embd}, type, 0.0f, scale_for(s.n_embd));
+    if (s.arch == "phi3") {
+      add(p + "attn_qkv.weight", {s.n_embd, n_embd_q + 2 * n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
+    } else {
+      add(p + "attn_q.weight", {s.n_embd, n_embd_q}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "attn_k.weight", {s.n_embd, n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "attn_v.weight", {s.n_embd, n_embd_kv}, type, 0.0f, scale_for(s.n_embd));
+    }
+    if (s.arch == "qwen2") {
+      add(p + "attn_q.bias", {n_embd_q}, DType::F32, 0.0f, 0.5f);
+      add(p + "attn_k.bias", {n_embd_kv}, DType::F32, 0.0f, 0.5f);
+      add(p + "attn_v.bias", {n_embd_kv}, DType::F32, 0.0f, 0.5f);
+    }
+    if (s.arch == "qwen3") {
+      add(p + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
+      add(p + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
+    }
+    add(p + "attn_output.weight", {n_embd_q, s.n_embd}, type, 0.0f, scale_for(n_embd_q));
     add(p + "ffn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
-    add(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
-    add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+    if (s.arch == "phi3") {
+      add(p + "ffn_up.weight", {s.n_embd, 2 * s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+    } else {
+      add(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+    }
     add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, type, 0.0f, scale_for(s.n_ff));
   }
   add("output_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);

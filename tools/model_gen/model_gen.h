@@ -1,4 +1,5 @@
-// Generates llama-architecture GGUF files with reproducible random weights
+// Generates GGUF files of the supported families (llama, qwen2, qwen3, phi3)
+// with reproducible random weights
 // (`loom make-model`), for tests, benchmarks and the built-in default model.
 // The same spec, type and seed always give the same bytes. Test support,
 // not part of libloom: tools/loom and the tests link it as loom::model_gen.
@@ -15,6 +16,7 @@ namespace loom {
 
 struct ModelSpec {
   std::string name = "tiny";
+  std::string arch = "llama";  // general.architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), phi3 (fused)
   int64_t n_vocab = 2048;
   int64_t n_ctx = 512;
   int64_t n_embd = 256;
@@ -22,14 +24,21 @@ struct ModelSpec {
   int64_t n_head = 8;
   int64_t n_head_kv = 4;
   int64_t n_ff = 704;
+  int64_t n_embd_head = 0;  // head size; 0: n_embd / n_head (else written as attention.key_length)
+  int64_t n_rot = 0;        // rotated dims per head; 0: the head size
+  bool rope_freqs = false;  // llama: Llama 3 rope scaling as rope_freqs.weight (factor 8, low 1, high 4)
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: token_embd is used for logits
   TokenizerStyle vocab = TokenizerStyle::Spm;
 };
 
+// n_embd_head, or n_embd / n_head when it is 0.
+int64_t head_size(const ModelSpec& spec);
 // "tiny" or "tinyllama-1.1b"; throws loom::Error listing the presets otherwise.
 ModelSpec model_preset(const std::string& name);
+// The families write_random_model knows.
+inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3"};
 // Checks the dims fit together (heads divide n_embd, ...), naming the bad one.
 void validate_spec(const ModelSpec& spec);
 

@@ -5,8 +5,9 @@
 #include <regex>
 #include <cstdio>
 
+#include "arch/arch.h"
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/log.h"
 #include "loom/ops.h"
 #include "loom/tensor_alloc.h"
@@ -37,39 +38,10 @@ class ProgressBar {
 
 }  // namespace
 
-LlamaHParams LlamaHParams::from_gguf(const gguf::File& f) {
-  const std::string arch = f.get_string("general.architecture");
-  if (arch != "llama")
-    fail("{}: architecture '{}' is not supported (only 'llama')", f.path(), arch);
-  LlamaHParams h;
-  h.n_embd = static_cast<int64_t>(f.get_uint("llama.embedding_length"));
-  h.n_layer = static_cast<int64_t>(f.get_uint("llama.block_count"));
-  h.n_head = static_cast<int64_t>(f.get_uint("llama.attention.head_count"));
-  h.n_head_kv = static_cast<int64_t>(f.get_uint_or("llama.attention.head_count_kv").value_or(h.n_head));
-  h.n_ff = static_cast<int64_t>(f.get_uint("llama.feed_forward_length"));
-  h.n_ctx_train = static_cast<int64_t>(f.get_uint("llama.context_length"));
-  h.rms_eps = f.get_f32_or("llama.attention.layer_norm_rms_epsilon").value_or(1e-5f);
-  h.rope_freq_base = f.get_f32_or("llama.rope.freq_base").value_or(10000.0f);
-  if (auto factor = f.get_f32_or("llama.rope.scale_linear")) h.rope_freq_scale = 1.0f / *factor;
-  if (h.n_head <= 0 || h.n_embd % h.n_head != 0)
-    fail("{}: llama.attention.head_count = {} does not divide llama.embedding_length = {}", f.path(), h.n_head,
-         h.n_embd);
-  if (h.n_head_kv <= 0 || h.n_head % h.n_head_kv != 0)
-    fail("{}: llama.attention.head_count_kv = {} does not divide head_count = {}", f.path(), h.n_head_kv, h.n_head);
-  h.n_rot = static_cast<int64_t>(f.get_uint_or("llama.rope.dimension_count").value_or(h.head_dim()));
-  if (h.n_rot <= 0 || h.n_rot > h.head_dim() || h.n_rot % 2)
-    fail("{}: llama.rope.dimension_count = {} must be even and at most the head size {}", f.path(), h.n_rot,
-         h.head_dim());
-  if (h.n_layer <= 0 || h.n_ff <= 0 || h.n_ctx_train <= 0)
-    fail("{}: block_count ({}), feed_forward_length ({}) and context_length ({}) must be positive", f.path(),
-         h.n_layer, h.n_ff, h.n_ctx_train);
-  return h;
-}
+Model::~Model() = default;
 
-LlamaModel::~LlamaModel() = default;
-
-Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
-                           bool required) {
+Tensor* Model::weight(const std::string& name, std::span<const int64_t> ne, int64_t layer, Op use, bool required) {
+  asked_.push_back(name);
   const gguf::TensorInfo* info = file_->find_tensor(name);
   if (!info) {
     if (required) fail("{}: tensor '{}' is missing", file_->path(), name);
@@ -97,71 +69,90 @@ Tensor* LlamaModel::weight(const std::string& name, std::initializer_list<int64_
   return t;
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const std::vector<Device*>& devices,
+std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<Device*>& devices,
                                              const LoadOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  std::unique_ptr<Model> m(new Model());
   m->given_devices_ = devices;
   m->cpu_ = &host_device(devices);
   m->file_ = gguf::File::open(path, options.use_mmap);
-  m->hparams_ = LlamaHParams::from_gguf(*m->file_);
+  m->hparams_ = HParams::from_gguf(*m->file_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   const gguf::TensorInfo* embd = m->file_->find_tensor("token_embd.weight");
   if (!embd) fail("{}: tensor 'token_embd.weight' is missing", path);
   m->hparams_.n_vocab = embd->ne[1];
-  const LlamaHParams& h = m->hparams_;
+  const HParams& h = m->hparams_;
+  m->arch_ = find_arch(h.arch);
   if (m->tokenizer_->n_vocab() != h.n_vocab)
     fail("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", path, m->tokenizer_->n_vocab(),
          h.n_vocab);
-  m->token_embd_ = m->weight("token_embd.weight", {h.n_embd, h.n_vocab}, -1, Op::GetRows);
-  for (int64_t l = 0; l < h.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    LlamaLayer L;
-    L.attn_norm = m->weight(p + "attn_norm.weight", {h.n_embd}, l, Op::Mul);
-    L.wq = m->weight(p + "attn_q.weight", {h.n_embd, h.n_embd}, l, Op::MulMat);
-    L.wk = m->weight(p + "attn_k.weight", {h.n_embd, h.n_embd_kv()}, l, Op::MulMat);
-    L.wv = m->weight(p + "attn_v.weight", {h.n_embd, h.n_embd_kv()}, l, Op::MulMat);
-    L.wo = m->weight(p + "attn_output.weight", {h.n_embd, h.n_embd}, l, Op::MulMat);
-    L.ffn_norm = m->weight(p + "ffn_norm.weight", {h.n_embd}, l, Op::Mul);
-    L.ffn_gate = m->weight(p + "ffn_gate.weight", {h.n_embd, h.n_ff}, l, Op::MulMat);
-    L.ffn_up = m->weight(p + "ffn_up.weight", {h.n_embd, h.n_ff}, l, Op::MulMat);
-    L.ffn_down = m->weight(p + "ffn_down.weight", {h.n_ff, h.n_embd}, l, Op::MulMat);
-    m->layers_.push_back(L);
-  }
-  m->output_norm_ = m->weight("output_norm.weight", {h.n_embd}, h.n_layer, Op::Mul);
-  m->output_ = m->weight("output.weight", {h.n_embd, h.n_vocab}, h.n_layer, Op::MulMat, false);
+  ModelWeights w(*m);
+  m->token_embd_ = w("token_embd.weight", {h.n_embd, h.n_vocab}, -1, Op::GetRows);
+  m->layers_.resize(h.n_layer);
+  for (int64_t l = 0; l < h.n_layer; ++l) m->arch_->declare_layer(w, h, l, m->layers_[l]);
+  m->output_norm_ = w("output_norm.weight", {h.n_embd}, h.n_layer, Op::Mul);
+  m->output_ = w.optional("output.weight", {h.n_embd, h.n_vocab}, h.n_layer, Op::MulMat);
   if (!m->output_) m->output_ = m->token_embd_;  // tied: placed in place_weights
+  m->refuse_unused_tensors();
   m->place_weights(options);
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 
+void Model::refuse_unused_tensors() {
+  std::sort(asked_.begin(), asked_.end());
+  std::string unused;
+  size_t n = 0;
+  for (const gguf::TensorInfo& t : file_->tensors())
+    if (!std::binary_search(asked_.begin(), asked_.end(), t.name) && n++ < 16)
+      unused += fmt::format("{}{} [{}, {}, {}, {}]", unused.empty() ? "" : ", ", t.name, t.ne[0], t.ne[1], t.ne[2],
+                            t.ne[3]);
+  if (n)
+    fail("{}: {} tensor{} that Loom's '{}' family does not use: {}{}; refusing to run the file rather than ignore "
+         "them",
+         file_->path(), n, n == 1 ? "" : "s", hparams_.arch, unused, n > 16 ? ", ..." : "");
+}
+
 namespace {
 
 // How the graph uses weight `w`: src0 of mul_mat or get_rows, operand b of
-// mul, with `batch` rows of F32 activations (I32 indices for get_rows). The
-// device questions read only op, types and shapes, never memory, so the node
-// is three plain Tensor values here: no Context, no graph, nothing allocated.
-// (Building it with the ops.h builders would need a Context; the result shapes
-// below are the builders' for these three uses.)
+// mul or add, the freq factors of rope, with `batch` rows of F32 activations
+// (I32 indices for get_rows, I32 positions for rope). The device questions
+// read only op, types and shapes, never memory, so the node is plain Tensor
+// values here: no Context, no graph, nothing allocated. (Building it with
+// the ops.h builders would need a Context; the result shapes below are the
+// builders' for these uses.)
 struct WeightUse {
-  Tensor weight, other, node;
+  Tensor weight, other, positions, node;
   int slot = 0;  // the weight's operand slot in node
 
   WeightUse(const Tensor& w, Op use, int64_t batch) {
     weight.type = w.type;
     weight.ne = w.ne;
     set_contiguous_strides(weight);
-    other.type = use == Op::GetRows ? DType::I32 : DType::F32;
-    other.ne = {use == Op::GetRows ? batch : w.ne[0], use == Op::GetRows ? 1 : batch, 1, 1};
-    set_contiguous_strides(other);
     node.op = use;
     node.type = DType::F32;
-    node.ne = {use == Op::MulMat ? w.ne[1] : w.ne[0], batch, 1, 1};
+    if (use == Op::Rope) {  // rotating 2 * ne0 dims of one head per token
+      other.type = DType::F32;
+      other.ne = {2 * w.ne[0], 1, batch, 1};
+      positions.type = DType::I32;
+      positions.ne = {batch, 1, 1, 1};
+      set_contiguous_strides(positions);
+      node.ne = other.ne;
+      set_rope_params(node, {static_cast<int32_t>(2 * w.ne[0]), RopeMode::Normal, 10000.0f, 1.0f});
+      slot = 2;
+      node.src[0] = &other;
+      node.src[1] = &positions;
+    } else {
+      other.type = use == Op::GetRows ? DType::I32 : DType::F32;
+      other.ne = {use == Op::GetRows ? batch : w.ne[0], use == Op::GetRows ? 1 : batch, 1, 1};
+      node.ne = {use == Op::MulMat ? w.ne[1] : w.ne[0], batch, 1, 1};
+      slot = use == Op::MulMat || use == Op::GetRows ? 0 : 1;
+      node.src[1 - slot] = &other;
+    }
+    set_contiguous_strides(other);
     set_contiguous_strides(node);
-    slot = use == Op::MulMat || use == Op::GetRows ? 0 : 1;
     node.src[slot] = &weight;
-    node.src[1 - slot] = &other;
   }
   WeightUse(const WeightUse&) = delete;  // node points into this object
   WeightUse& operator=(const WeightUse&) = delete;
@@ -187,7 +178,7 @@ BufferType* weight_layout_type(Device& device, const Tensor& w) {
 
 }  // namespace
 
-BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
+BufferType& Model::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
                                            std::string& fallback) const {
   for (const TensorOverride& ov : o.placement.overrides) {
     if (!std::regex_search(w.name, std::regex(ov.pattern))) continue;
@@ -219,8 +210,8 @@ BufferType& LlamaModel::choose_buffer_type(const Tensor& w, int64_t layer, Op us
   return device->default_buffer_type();
 }
 
-void LlamaModel::place_weights(const LoadOptions& options) {
-  const LlamaHParams& h = hparams_;
+void Model::place_weights(const LoadOptions& options) {
+  const HParams& h = hparams_;
   plan_ = plan_layers(h.n_layer, given_devices_, options.placement);
   Device& cpu = *cpu_;
   for (const TensorOverride& ov : options.placement.overrides) {
@@ -311,7 +302,7 @@ void LlamaModel::place_weights(const LoadOptions& options) {
   }
 }
 
-void LlamaModel::upload(const LoadOptions& options) {
+void Model::upload(const LoadOptions& options) {
   ProgressBar bar(options.progress);
   BufferType* mapped = cpu_->host_ptr_buffer_type();
   // Mapped weights stay in the page cache: one CPU_Mapped buffer over the file.
@@ -356,13 +347,13 @@ void LlamaModel::upload(const LoadOptions& options) {
   }
 }
 
-const std::vector<Tensor*>& LlamaModel::row_parts(const Tensor* w) const {
+const std::vector<Tensor*>& Model::row_parts(const Tensor* w) const {
   static const std::vector<Tensor*> kNone;
   auto it = row_parts_.find(w);
   return it == row_parts_.end() ? kNone : it->second;
 }
 
-std::vector<std::pair<std::string, size_t>> LlamaModel::weight_bytes_by_buffer_type() const {
+std::vector<std::pair<std::string, size_t>> Model::weight_bytes_by_buffer_type() const {
   std::vector<std::pair<std::string, size_t>> out;
   for (const Weight& w : weights_) {
     if (!w.type) continue;
@@ -374,7 +365,7 @@ std::vector<std::pair<std::string, size_t>> LlamaModel::weight_bytes_by_buffer_t
   return out;
 }
 
-std::string LlamaModel::describe_buffers() const {
+std::string Model::describe_buffers() const {
   std::string s;
   for (const auto& [name, bytes] : weight_bytes_by_buffer_type())
     s += fmt::format("{}{} {:.1f} MiB", s.empty() ? "" : ", ", name, bytes / 1048576.0);

@@ -1,16 +1,17 @@
-// The llama model runtime: hyper-parameters and weights read from a GGUF
-// file, and a Session that keeps a KV cache and evaluates token batches.
+// The model runtime: hyper-parameters and weights read from a GGUF file,
+// and a Session that keeps a KV cache and evaluates token batches.
 //
-// Graph per micro-batch (n tokens at positions p..p+n-1):
+// The family (general.architecture) decides which tensors a layer has and
+// how it computes; each family is one file under src/model/arch/ (see
+// arch.h there), built from shared blocks. Every family's graph per
+// micro-batch (n tokens at positions p..p+n-1) is
 //   x = get_rows(token_embd, tokens)
-//   per layer: h = rms_norm(x) * attn_norm
-//              q, k, v = W_q h, W_k h, W_v h;  q, k = rope(q, k, positions)
-//              k, v rows -> the layer's cache at slots = positions (set_rows)
-//              a = softmax(K^T q / sqrt(d) + causal mask) V   (grouped-query)
-//              x = x + W_o a
-//              h = rms_norm(x) * ffn_norm
-//              x = x + W_down (silu(W_gate h) * W_up h)
+//   per layer: x = the family's layer (attention and FFN, e.g. llama's
+//              x += W_o attn(rope(W_q h), rope(W_k h), W_v h), h = rms_norm(x) * attn_norm;
+//              x += W_down (silu(W_gate h) * W_up h), h = rms_norm(x) * ffn_norm)
 //   logits = W_out (rms_norm(x) * output_norm)   (W_out = token_embd if tied)
+// A file with a tensor or an "<arch>." key that its family does not use is
+// refused: Loom runs a file faithfully or not at all.
 #pragma once
 
 #include <map>
@@ -27,9 +28,11 @@
 
 namespace loom {
 
+class Arch;
 class Tokenizer;
 
-struct LlamaHParams {
+struct HParams {
+  std::string arch;  // general.architecture
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
   int64_t n_embd = 0;
@@ -37,26 +40,44 @@ struct LlamaHParams {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t n_ff = 0;
-  int64_t n_rot = 0;  // rotated dims per head
+  int64_t n_embd_head = 0;  // size of one head of q, k and v (attention.key_length, else n_embd / n_head)
+  int64_t n_rot = 0;        // rotated dims per head
+  RopeMode rope_mode = RopeMode::Normal;  // the family's
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   float rms_eps = 1e-5f;
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return n_embd_head; }
+  int64_t n_embd_q() const { return head_dim() * n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
-  // Reads and checks the llama.* keys; errors name the file and key.
-  static LlamaHParams from_gguf(const gguf::File& file);
+  // Reads and checks the "<arch>." keys of a supported family; refuses an
+  // unknown family and any "<arch>." key the family does not read. Errors
+  // name the file and key.
+  static HParams from_gguf(const gguf::File& file);
 };
 
-struct LlamaLayer {
+// The names of the supported families (general.architecture values).
+std::vector<std::string> supported_architectures();
+
+// A layer's weights; a family sets those it has (null: absent).
+struct Layer {
   Tensor* attn_norm = nullptr;
-  Tensor* wq = nullptr;
+  Tensor* wq = nullptr;    // separate q, k, v projections ...
   Tensor* wk = nullptr;
   Tensor* wv = nullptr;
+  Tensor* wqkv = nullptr;  // ... or one fused [n_embd, q + k + v] (phi3)
+  Tensor* bq = nullptr;    // optional biases (qwen2)
+  Tensor* bk = nullptr;
+  Tensor* bv = nullptr;
+  Tensor* bqkv = nullptr;
+  Tensor* attn_q_norm = nullptr;  // per-head RMS norm weights [head_dim] (qwen3)
+  Tensor* attn_k_norm = nullptr;
+  Tensor* rope_freqs = nullptr;   // per-pair frequency divisors [n_rot / 2] (Llama 3 rope scaling)
   Tensor* wo = nullptr;
+  Tensor* bo = nullptr;
   Tensor* ffn_norm = nullptr;
   Tensor* ffn_gate = nullptr;
-  Tensor* ffn_up = nullptr;
+  Tensor* ffn_up = nullptr;  // [n_embd, 2 n_ff] gate and up fused when there is no ffn_gate (phi3)
   Tensor* ffn_down = nullptr;
 };
 
@@ -74,7 +95,7 @@ struct WeightPlacement {
   std::string fallback;  // why it is not on its layer's device ("" when it is)
 };
 
-class LlamaModel {
+class Model {
  public:
   // Loads a model onto `devices` (in priority order; the CLI passes
   // Registry::get().devices()). One of them must be of type CPU: the host,
@@ -82,18 +103,20 @@ class LlamaModel {
   // the non-CPU ones are the offload devices (see placement.h). Throws
   // loom::Error when there is no CPU device, PlacementError for placement
   // options that do not fit the model or the devices.
-  static std::unique_ptr<LlamaModel> load(const std::string& path, const std::vector<Device*>& devices,
+  static std::unique_ptr<Model> load(const std::string& path, const std::vector<Device*>& devices,
                                           const LoadOptions& options = {});
-  ~LlamaModel();
+  ~Model();
 
-  const LlamaHParams& hparams() const { return hparams_; }
+  const HParams& hparams() const { return hparams_; }
   const gguf::File& file() const { return *file_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Tensor* token_embd() const { return token_embd_; }
   Tensor* output_norm() const { return output_norm_; }
   Tensor* output() const { return output_; }  // token_embd when tied
-  const std::vector<LlamaLayer>& layers() const { return layers_; }
+  const std::vector<Layer>& layers() const { return layers_; }
   size_t weight_bytes() const { return weight_bytes_; }
+  // The family's graph builder (src/model/arch/arch.h).
+  const Arch& arch() const { return *arch_; }
   double load_seconds() const { return load_seconds_; }
   std::string describe_buffers() const;
 
@@ -108,11 +131,13 @@ class LlamaModel {
   std::vector<std::pair<std::string, size_t>> weight_bytes_by_buffer_type() const;
 
  private:
-  LlamaModel() = default;
+  Model() = default;
+  friend class ModelWeights;
   // Declares a weight of `layer` (-1: input layer, n_layer: output layer)
-  // used by `use` (MulMat, Mul or GetRows).
-  Tensor* weight(const std::string& name, std::initializer_list<int64_t> ne, int64_t layer, Op use,
-                 bool required = true);
+  // used by `use` (MulMat, Mul, Add, Rope or GetRows).
+  Tensor* weight(const std::string& name, std::span<const int64_t> ne, int64_t layer, Op use, bool required = true);
+  // Fails naming the file and tensors when the file has tensors no weight() asked for.
+  void refuse_unused_tensors();
   void place_weights(const LoadOptions& options);
   BufferType& choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& options,
                                  std::string& fallback) const;
@@ -131,7 +156,9 @@ class LlamaModel {
   std::vector<Device*> given_devices_;  // what load() may use
   Device* cpu_ = nullptr;               // the host device among them
   std::unique_ptr<Tokenizer> tokenizer_;
-  LlamaHParams hparams_;
+  const Arch* arch_ = nullptr;
+  HParams hparams_;
+  std::vector<std::string> asked_;  // every tensor name weight() was asked for
   Context ctx_;
   std::vector<Weight> weights_;
   std::vector<std::shared_ptr<Buffer>> buffers_;
@@ -142,7 +169,7 @@ class LlamaModel {
   Tensor* token_embd_ = nullptr;
   Tensor* output_norm_ = nullptr;
   Tensor* output_ = nullptr;
-  std::vector<LlamaLayer> layers_;
+  std::vector<Layer> layers_;
   size_t weight_bytes_ = 0;
   double load_seconds_ = 0.0;
 };
@@ -158,7 +185,7 @@ struct SessionOptions {
 
 class Session {
  public:
-  Session(const LlamaModel& model, const SessionOptions& options);
+  Session(const Model& model, const SessionOptions& options);
   ~Session();
 
   // Evaluates `tokens` at the next positions. Returns the logits of the last
@@ -179,14 +206,13 @@ class Session {
   void build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const;
   std::vector<float> decode_ubatch(std::span<const int32_t> tokens, bool all_logits);
 
-  const LlamaModel& model_;
+  const Model& model_;
   SessionOptions options_;
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
   Context cache_ctx_;
   std::vector<Tensor*> k_cache_, v_cache_;
   std::vector<std::shared_ptr<Buffer>> cache_buffers_;
-  Tensor* project(Context& ctx, Tensor* w, Tensor* x) const;  // w x, row parts joined
 
   std::vector<std::unique_ptr<Backend>> backends_;  // the model's devices, then the CPU
   std::unique_ptr<Scheduler> scheduler_;

@@ -1,0 +1,103 @@
+// The architecture layer: one Arch per model family (general.architecture),
+// each in its own file in this folder and listed once in registry.cpp.
+// A family states the "<arch>." keys it reads beyond the common ones
+// (hparams.cpp), the tensors of a layer (shapes, required or optional), and
+// how a layer computes, from the shared blocks of blocks.h. The model-wide
+// tensors (token_embd, output_norm, output) and the graph around the layers
+// are the same for every family today (session.cpp).
+//
+// Adding a family: a file here with a class deriving from Arch, and one line
+// in registry.cpp. Where the next ones plug in: a sliding-window family
+// (gemma2/3) gets a second mask beside LayerGraph::mask, filled by the
+// Session from its window, and picks one per layer; a MoE family (qwen3moe,
+// mixtral) adds an ffn block beside ffn_silu_gated (router, top-k, 3-D
+// expert weights through mul_mat_id) and its Layer slots; final or attention
+// soft-capping and an embedding scale are blocks too. Until then their keys
+// and tensors are refused by the loader.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/gguf.h"
+#include "loom/model.h"
+
+namespace loom {
+
+// Reads "<arch>.KEY" metadata and remembers every key asked for, so that
+// the loader can refuse a file with keys nobody read (they may change the
+// math). Errors name the file and the full key.
+class ArchKeys {
+ public:
+  ArchKeys(const gguf::File& file, std::string arch) : file_(file), prefix_(std::move(arch) + ".") {}
+
+  std::string key(std::string_view suffix) const { return prefix_ + std::string(suffix); }
+  uint64_t get_uint(std::string_view suffix);
+  std::optional<uint64_t> get_uint_or(std::string_view suffix);
+  std::optional<float> get_f32_or(std::string_view suffix);
+  std::optional<std::string> get_string_or(std::string_view suffix);
+  // Marks a key as read without using it: for keys that do not change the
+  // math (the reason is the caller's comment).
+  void ignore(std::string_view suffix) { read_.insert(key(suffix)); }
+  // Fails naming the file and every "<arch>." key that was not read.
+  void refuse_unread() const;
+  const gguf::File& file() const { return file_; }
+
+ private:
+  const gguf::File& file_;
+  std::string prefix_;
+  std::set<std::string> read_;
+};
+
+// What a family declares its weights through (Model's loader): a weight
+// of `layer` with shape `ne`, read by op `use`. Placement (-ngl, -ts, -sm,
+// -ot) decides where it goes from these alone.
+class ModelWeights {
+ public:
+  explicit ModelWeights(Model& model) : model_(model) {}
+  Tensor* operator()(const std::string& name, std::vector<int64_t> ne, int64_t layer, Op use, bool required = true) {
+    return model_.weight(name, ne, layer, use, required);
+  }
+  Tensor* optional(const std::string& name, std::vector<int64_t> ne, int64_t layer, Op use) {
+    return model_.weight(name, ne, layer, use, false);
+  }
+
+ private:
+  Model& model_;
+};
+
+// One micro-batch's graph under construction: what a family's layer and the
+// shared blocks build on.
+struct LayerGraph {
+  Context& ctx;
+  const Model& model;
+  const HParams& h;
+  int64_t n = 0;     // tokens in the micro-batch
+  int64_t n_kv = 0;  // cached tokens attended to, the micro-batch included
+  Tensor* positions = nullptr;  // I32 [n]
+  Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal; a sliding-window family gets its own)
+  Tensor* k_cache = nullptr;    // this layer's cache rows [n_embd_kv, n_ctx]
+  Tensor* v_cache = nullptr;
+};
+
+class Arch {
+ public:
+  virtual ~Arch() = default;
+  virtual std::string_view name() const = 0;
+  virtual RopeMode rope_mode() const = 0;
+  // Reads the family's own keys into h (after the common ones).
+  virtual void read_hparams(ArchKeys&, HParams&) const {}
+  // Declares layer il's weights into L.
+  virtual void declare_layer(ModelWeights& w, const HParams& h, int64_t il, Layer& L) const = 0;
+  // Layer il on x [n_embd, n]; returns the layer's output (the residual
+  // stream for the next layer).
+  virtual Tensor* build_layer(LayerGraph& g, const Layer& L, Tensor* x) const = 0;
+};
+
+// The family named `arch`, or null.
+const Arch* find_arch(std::string_view arch);
+
+}  // namespace loom

@@ -1,0 +1,98 @@
+#include "blocks.h"
+
+#include <cmath>
+
+#include "loom/ops.h"
+
+namespace loom {
+
+Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w) { return mul(g.ctx, rms_norm(g.ctx, x, g.h.rms_eps), w); }
+
+Tensor* linear(LayerGraph& g, Tensor* w, Tensor* x, Tensor* b) {
+  const std::vector<Tensor*>& parts = g.model.row_parts(w);
+  Tensor* out = mul_mat(g.ctx, parts.empty() ? w : parts[0], x);
+  for (size_t i = 1; i < parts.size(); ++i) out = concat(g.ctx, out, mul_mat(g.ctx, parts[i], x), 0);
+  return b ? add(g.ctx, out, b) : out;
+}
+
+namespace {
+
+// Rows [first, first + count) of a [rows, n] activation, as a contiguous tensor.
+Tensor* rows_of(LayerGraph& g, Tensor* a, int64_t first, int64_t count) {
+  return cont(g.ctx, view_2d(g.ctx, a, count, a->ne[1], a->nb[1], static_cast<size_t>(first) * a->nb[0]));
+}
+
+}  // namespace
+
+Qkv project_qkv(LayerGraph& g, const Layer& L, Tensor* x) {
+  const HParams& h = g.h;
+  Tensor *q, *k, *v;
+  if (L.wqkv) {
+    Tensor* qkv = linear(g, L.wqkv, x, L.bqkv);
+    q = rows_of(g, qkv, 0, h.n_embd_q());
+    k = rows_of(g, qkv, h.n_embd_q(), h.n_embd_kv());
+    v = rows_of(g, qkv, h.n_embd_q() + h.n_embd_kv(), h.n_embd_kv());
+  } else {
+    q = linear(g, L.wq, x, L.bq);
+    k = linear(g, L.wk, x, L.bk);
+    v = linear(g, L.wv, x, L.bv);
+  }
+  const int64_t hd = h.head_dim();
+  return {reshape(g.ctx, q, {hd, h.n_head, g.n, 1}), reshape(g.ctx, k, {hd, h.n_head_kv, g.n, 1}), v};
+}
+
+Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads) {
+  const HParams& h = g.h;
+  const RopeParams params{static_cast<int>(h.n_rot), h.rope_mode, h.rope_freq_base, h.rope_freq_scale};
+  return rope(g.ctx, heads, g.positions, params, L.rope_freqs);
+}
+
+Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale) {
+  Context& ctx = g.ctx;
+  const HParams& h = g.h;
+  const int64_t hd = h.head_dim(), n = g.n, n_kv = g.n_kv;
+  Tensor* k_all = set_rows(ctx, g.k_cache, reshape(ctx, k, {h.n_embd_kv(), n, 1, 1}), g.positions);
+  Tensor* v_all = set_rows(ctx, g.v_cache, v, g.positions);
+  const size_t ks = traits(k_all->type).type_size, vs = traits(v_all->type).type_size;
+  // Cache rows are slots (= positions); view the first n_kv as [head_dim, n_head_kv, n_kv].
+  Tensor* kh = permute(
+      ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {hd * ks, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
+      {0, 2, 1, 3});                                                // [hd, n_kv, n_head_kv]
+  Tensor* kq = mul_mat(ctx, kh, permute(ctx, q, {0, 2, 1, 3}));  // [n_kv, n, n_head]
+  kq = soft_max(ctx, kq, g.mask, kq_scale);
+  Tensor* vt = cont(
+      ctx, permute(ctx, view(ctx, v_all, {hd, h.n_head_kv, n_kv, 1}, {hd * vs, v_all->nb[1], v_all->nb[1] * n_kv}, 0),
+                   {1, 2, 0, 3}));  // [n_kv, hd, n_head_kv]
+  Tensor* kqv = mul_mat(ctx, vt, kq);  // [hd, n, n_head]
+  return reshape(ctx, cont(ctx, permute(ctx, kqv, {0, 2, 1, 3})), {h.n_embd_q(), n, 1, 1});
+}
+
+Tensor* self_attention(LayerGraph& g, const Layer& L, Tensor* x) {
+  auto [q, k, v] = project_qkv(g, L, x);
+  if (L.attn_q_norm) q = rms_norm_mul(g, q, L.attn_q_norm);
+  if (L.attn_k_norm) k = rms_norm_mul(g, k, L.attn_k_norm);
+  q = rope_heads(g, L, q);
+  k = rope_heads(g, L, k);
+  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(g.h.head_dim()));
+  return linear(g, L.wo, attention(g, q, k, v, kq_scale), L.bo);
+}
+
+Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x) {
+  Tensor *gate, *up;
+  if (L.ffn_gate) {
+    gate = linear(g, L.ffn_gate, x);
+    up = linear(g, L.ffn_up, x);
+  } else {
+    Tensor* both = linear(g, L.ffn_up, x);
+    gate = rows_of(g, both, 0, g.h.n_ff);
+    up = rows_of(g, both, g.h.n_ff, g.h.n_ff);
+  }
+  return linear(g, L.ffn_down, mul(g.ctx, silu(g.ctx, gate), up));
+}
+
+Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x) {
+  x = add(g.ctx, x, self_attention(g, L, rms_norm_mul(g, x, L.attn_norm)));
+  return add(g.ctx, x, ffn_silu_gated(g, L, rms_norm_mul(g, x, L.ffn_norm)));
+}
+
+}  // namespace loom

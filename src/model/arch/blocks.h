@@ -1,0 +1,47 @@
+// Shared blocks that every family's layer is built from (arch.h). Shapes:
+// activations are [features, n tokens]; heads are [head_dim, heads, n].
+#pragma once
+
+#include "arch.h"
+
+namespace loom {
+
+// rms_norm(x) * w (w broadcast over rows: [ne0] or matching heads).
+Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w);
+
+// w x (+ b): a row-split matrix (-sm row) is multiplied part by part and the
+// parts joined.
+Tensor* linear(LayerGraph& g, Tensor* w, Tensor* x, Tensor* b = nullptr);
+
+struct Qkv {
+  Tensor* q;  // [head_dim, n_head, n]
+  Tensor* k;  // [head_dim, n_head_kv, n]
+  Tensor* v;  // [head_dim * n_head_kv, n]
+};
+// The q, k, v projections of x: separate (wq, wk, wv) or fused (wqkv, rows
+// q then k then v), each with its optional bias.
+Qkv project_qkv(LayerGraph& g, const Layer& L, Tensor* x);
+
+// Rotary position embedding of q or k heads with the model's rope (mode,
+// rotated dims, base, linear scale) and the layer's freq factors if any.
+Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads);
+
+// Causal grouped-query attention of one layer: k and v rows go into the
+// layer's cache at their positions, then softmax(K^T q * kq_scale + mask) V
+// over the cached tokens; returns the heads joined [n_head * head_dim, n]
+// (before the output projection).
+Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale);
+
+// The usual attention sub-block: qkv, optional per-head q/k RMS norms, rope,
+// attention scaled by 1/sqrt(head_dim), output projection (+ bias).
+Tensor* self_attention(LayerGraph& g, const Layer& L, Tensor* x);
+
+// Gated FFN: down (silu(gate x) * up x). With no gate matrix, `up` holds gate
+// and up fused ([n_embd, 2 n_ff], gate rows first).
+Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x);
+
+// The pre-norm layer of llama and its kin:
+//   x += attention(rms_norm(x) * attn_norm);  x += ffn(rms_norm(x) * ffn_norm)
+Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x);
+
+}  // namespace loom

@@ -1,0 +1,324 @@
+// The architecture layer: each family's hyper-parameters and tensor shapes,
+// its logits against a double-precision forward pass written from the
+// family's definition (biases, per-head norms, NeoX and partial rope, fused
+// projections, rope freq factors), and the refusal of files with tensors or
+// keys a family does not use.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "loom/error.h"
+#include "loom/gguf.h"
+#include "loom/model.h"
+#include "loom/registry.h"
+#include "model_gen/model_gen.h"
+
+namespace loom {
+namespace {
+
+std::vector<Device*> cpu_only() { return {&Registry::get().cpu()}; }
+
+std::string temp_model(const std::string& tag) {
+  return (std::filesystem::temp_directory_path() / ("loom_arch_test_" + std::to_string(::getpid()) + "_" + tag + ".gguf"))
+      .string();
+}
+
+struct Family {
+  std::string tag;
+  std::function<void(ModelSpec&)> set;
+};
+
+ModelSpec small_spec(const Family& f) {
+  ModelSpec s;
+  s.n_vocab = 320;
+  s.n_embd = 64;
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 96;
+  s.n_ctx = 64;
+  f.set(s);
+  return s;
+}
+
+const Family kFamilies[] = {
+    {"llama", [](ModelSpec&) {}},
+    {"llama_rope_freqs", [](ModelSpec& s) { s.rope_freqs = true; }},
+    {"qwen2", [](ModelSpec& s) { s.arch = "qwen2"; }},
+    {"qwen3", [](ModelSpec& s) { s.arch = "qwen3"; s.n_embd_head = 32; }},  // q is 128 wide, n_embd 64
+    {"phi3", [](ModelSpec& s) { s.arch = "phi3"; s.n_rot = 8; }},            // rotary on 8 of 16 dims
+};
+
+using Vec = std::vector<double>;
+
+Vec values(const Tensor* t) {
+  const auto f = tensor_to_floats(*t);
+  return {f.begin(), f.end()};
+}
+
+// y = W x (+ b), W stored as ne0 = in, ne1 = out; rows [first, first + out) of W.
+Vec matvec(const Vec& w, int64_t in, int64_t out, const Vec& x, const Tensor* bias = nullptr, int64_t first = 0) {
+  Vec y(out, 0.0);
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k) y[r] += w[(first + r) * in + k] * x[k];
+  if (bias) {
+    const Vec b = values(bias);
+    for (int64_t r = 0; r < out; ++r) y[r] += b[first + r];
+  }
+  return y;
+}
+
+// RMS norm of each `n`-element group of x, times g.
+Vec rms_norm(const Vec& x, const Vec& g, double eps) {
+  const size_t n = g.size();
+  Vec y(x.size());
+  for (size_t s = 0; s < x.size(); s += n) {
+    double ss = 0.0;
+    for (size_t i = 0; i < n; ++i) ss += x[s + i] * x[s + i];
+    const double f = 1.0 / std::sqrt(ss / n + eps);
+    for (size_t i = 0; i < n; ++i) y[s + i] = x[s + i] * f * g[i];
+  }
+  return y;
+}
+
+void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors) {
+  const int64_t hd = h.head_dim(), nr = h.n_rot;
+  for (int64_t head = 0; head < n_heads; ++head)
+    for (int64_t k = 0; k < nr / 2; ++k) {
+      const double theta = pos * h.rope_freq_scale * std::pow(h.rope_freq_base, -2.0 * k / nr) /
+                           (factors.empty() ? 1.0 : factors[k]);
+      const bool neox = h.rope_mode == RopeMode::NeoX;
+      double& a = v[head * hd + (neox ? k : 2 * k)];
+      double& b = v[head * hd + (neox ? k + nr / 2 : 2 * k + 1)];
+      const double x0 = a, x1 = b;
+      a = x0 * std::cos(theta) - x1 * std::sin(theta);
+      b = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+}
+
+// Logits of every position, from the weights and the families' definitions.
+std::vector<Vec> reference_forward(const Model& m, const std::vector<int32_t>& tokens) {
+  const HParams& h = m.hparams();
+  const int64_t hd = h.head_dim(), nq = h.n_embd_q(), nkv = h.n_embd_kv(), T = static_cast<int64_t>(tokens.size());
+  const Vec embd = values(m.token_embd());
+  std::vector<Vec> x(T);
+  for (int64_t t = 0; t < T; ++t) x[t].assign(embd.begin() + tokens[t] * h.n_embd, embd.begin() + (tokens[t] + 1) * h.n_embd);
+  for (const Layer& L : m.layers()) {
+    const Vec factors = L.rope_freqs ? values(L.rope_freqs) : Vec{};
+    std::vector<Vec> q(T), k(T), v(T);
+    for (int64_t t = 0; t < T; ++t) {
+      const Vec hn = rms_norm(x[t], values(L.attn_norm), h.rms_eps);
+      if (L.wqkv) {
+        const Vec w = values(L.wqkv);
+        q[t] = matvec(w, h.n_embd, nq, hn, L.bqkv, 0);
+        k[t] = matvec(w, h.n_embd, nkv, hn, L.bqkv, nq);
+        v[t] = matvec(w, h.n_embd, nkv, hn, L.bqkv, nq + nkv);
+      } else {
+        q[t] = matvec(values(L.wq), h.n_embd, nq, hn, L.bq);
+        k[t] = matvec(values(L.wk), h.n_embd, nkv, hn, L.bk);
+        v[t] = matvec(values(L.wv), h.n_embd, nkv, hn, L.bv);
+      }
+      if (L.attn_q_norm) q[t] = rms_norm(q[t], values(L.attn_q_norm), h.rms_eps);
+      if (L.attn_k_norm) k[t] = rms_norm(k[t], values(L.attn_k_norm), h.rms_eps);
+      rope(q[t], h, h.n_head, static_cast<int>(t), factors);
+      rope(k[t], h, h.n_head_kv, static_cast<int>(t), factors);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      Vec attn(nq, 0.0);
+      for (int64_t head = 0; head < h.n_head; ++head) {
+        const int64_t kvh = head / (h.n_head / h.n_head_kv);
+        Vec s(t + 1);
+        double mx = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double d = 0.0;
+          for (int64_t i = 0; i < hd; ++i) d += q[t][head * hd + i] * k[j][kvh * hd + i];
+          s[j] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0.0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += s[j] / sum * v[j][kvh * hd + i];
+      }
+      const Vec o = matvec(values(L.wo), nq, h.n_embd, attn, L.bo);
+      for (int64_t i = 0; i < h.n_embd; ++i) x[t][i] += o[i];
+      const Vec hn = rms_norm(x[t], values(L.ffn_norm), h.rms_eps);
+      const Vec up_w = values(L.ffn_up);
+      Vec g = L.ffn_gate ? matvec(values(L.ffn_gate), h.n_embd, h.n_ff, hn) : matvec(up_w, h.n_embd, h.n_ff, hn);
+      const Vec u = matvec(up_w, h.n_embd, h.n_ff, hn, nullptr, L.ffn_gate ? 0 : h.n_ff);
+      for (int64_t i = 0; i < h.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const Vec d = matvec(values(L.ffn_down), h.n_ff, h.n_embd, g);
+      for (int64_t i = 0; i < h.n_embd; ++i) x[t][i] += d[i];
+    }
+  }
+  std::vector<Vec> logits;
+  for (const Vec& xt : x)
+    logits.push_back(matvec(values(m.output()), h.n_embd, h.n_vocab, rms_norm(xt, values(m.output_norm()), h.rms_eps)));
+  return logits;
+}
+
+double max_rel_error(std::span<const float> got, const Vec& want) {
+  double lo = want[0], hi = want[0], err = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    lo = std::min(lo, want[i]);
+    hi = std::max(hi, want[i]);
+    err = std::max(err, std::fabs(got[i] - want[i]));
+  }
+  return err / (hi - lo);
+}
+
+class FamilyTest : public ::testing::TestWithParam<Family> {};
+
+TEST_P(FamilyTest, HParamsAndTensorShapes) {
+  const ModelSpec spec = small_spec(GetParam());
+  const std::string path = temp_model(GetParam().tag);
+  write_random_model(spec, DType::F32, 5, path);
+  auto m = Model::load(path, cpu_only());
+  std::filesystem::remove(path);
+  const HParams& h = m->hparams();
+  EXPECT_EQ(h.arch, spec.arch);
+  EXPECT_EQ(h.n_layer, 2);
+  EXPECT_EQ(h.head_dim(), spec.arch == "qwen3" ? 32 : 16);
+  EXPECT_EQ(h.n_rot, spec.arch == "phi3" ? 8 : h.head_dim());
+  EXPECT_EQ(h.rope_mode, spec.arch == "llama" ? RopeMode::Normal : RopeMode::NeoX);
+  using Ne = std::array<int64_t, 4>;
+  for (const Layer& L : m->layers()) {
+    if (spec.arch == "phi3") {
+      ASSERT_TRUE(L.wqkv && !L.wq && !L.ffn_gate);
+      EXPECT_EQ(L.wqkv->ne, (Ne{64, 64 + 2 * 32, 1, 1}));
+      EXPECT_EQ(L.ffn_up->ne, (Ne{64, 2 * 96, 1, 1}));
+    } else {
+      ASSERT_TRUE(L.wq && L.ffn_gate && !L.wqkv);
+      EXPECT_EQ(L.wq->ne, (Ne{64, h.n_embd_q(), 1, 1}));
+      EXPECT_EQ(L.wk->ne, (Ne{64, h.n_embd_kv(), 1, 1}));
+      EXPECT_EQ(L.wo->ne, (Ne{h.n_embd_q(), 64, 1, 1}));
+    }
+    EXPECT_EQ(L.bq != nullptr, spec.arch == "qwen2");
+    EXPECT_EQ(L.attn_q_norm != nullptr, spec.arch == "qwen3");
+    if (L.attn_k_norm) EXPECT_EQ(L.attn_k_norm->ne, (Ne{32, 1, 1, 1}));
+    EXPECT_EQ(L.rope_freqs != nullptr, spec.rope_freqs);
+  }
+}
+
+TEST_P(FamilyTest, MatchesAPlainForwardPass) {
+  const std::string path = temp_model(GetParam().tag);
+  write_random_model(small_spec(GetParam()), DType::F32, 5, path);
+  auto m = Model::load(path, cpu_only());
+  std::filesystem::remove(path);
+  Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
+  const auto logits = s.decode(tokens, true);
+  const auto ref = reference_forward(*m, tokens);
+  const int64_t nv = m->hparams().n_vocab;
+  ASSERT_EQ(logits.size(), tokens.size() * nv);
+  for (size_t t = 0; t < tokens.size(); ++t)
+    EXPECT_LT(max_rel_error(std::span(logits).subspan(t * nv, nv), ref[t]), 1e-4) << "token " << t;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::ValuesIn(kFamilies),
+                         [](const auto& info) { return info.param.tag; });
+
+// The llama3 rope factors change the logits (the file is not the same
+// model without them): guards against rope_freqs being read but not used.
+TEST(ArchRopeFreqs, ChangeTheLogits) {
+  std::vector<float> out[2];
+  for (bool with : {false, true}) {
+    ModelSpec s = small_spec(kFamilies[0]);
+    s.rope_freqs = with;
+    const std::string path = temp_model(with ? "with" : "without");
+    write_random_model(s, DType::F32, 5, path);
+    auto m = Model::load(path, cpu_only());
+    std::filesystem::remove(path);
+    Session session(*m, {.n_ctx = 32});
+    const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
+    out[with] = session.decode(tokens);
+  }
+  double diff = 0.0;
+  for (size_t i = 0; i < out[0].size(); ++i) diff = std::max(diff, std::fabs(double(out[0][i]) - out[1][i]));
+  EXPECT_GT(diff, 1e-3);
+}
+
+// Rewrites a generated file: extra or replaced keys, extra tensors.
+std::string rewrite(const std::string& src, const std::string& tag, const std::vector<gguf::KeyValue>& keys,
+                    const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra_tensors = {}) {
+  auto f = gguf::File::open(src);
+  gguf::Writer w;
+  for (const auto& kv : f->metadata()) w.set(kv.key, kv.value);
+  for (const auto& kv : keys) w.set(kv.key, kv.value);
+  for (const auto& t : f->tensors()) {
+    std::vector<uint8_t> bytes(t.size);
+    f->read_tensor(t, bytes.data(), 0, t.size);
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), bytes);
+  }
+  for (const auto& [name, ne] : extra_tensors) {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    w.add_tensor(name, static_cast<uint32_t>(DType::F32), ne, std::vector<uint8_t>(n * sizeof(float)));
+  }
+  const std::string out = temp_model(tag);
+  w.write(out);
+  return out;
+}
+
+void expect_refused(const std::string& path, std::initializer_list<std::string> needles) {
+  try {
+    Model::load(path, cpu_only());
+    ADD_FAILURE() << "loaded " << path;
+  } catch (const Error& e) {
+    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ArchRefusal, UnknownTensorsKeysAndFamiliesNameTheFileAndWhat) {
+  using gguf::Value;
+  const std::string src = temp_model("refusal_src");
+  write_random_model(small_spec(kFamilies[0]), DType::F32, 3, src);
+  // A MoE router the llama family here does not run.
+  std::string p = rewrite(src, "router", {}, {{"blk.0.ffn_gate_inp.weight", {64, 8}}});
+  expect_refused(p, {p, "blk.0.ffn_gate_inp.weight [64, 8, 1, 1]", "'llama' family does not use"});
+  // Keys that change the math: expert counts, a sliding window, soft-capping, YaRN.
+  p = rewrite(src, "experts", {{"llama.expert_count", Value::u32(8)}});
+  expect_refused(p, {p, "llama.expert_count = 8", "mixture of experts"});
+  p = rewrite(src, "swa", {{"llama.attention.sliding_window", Value::u32(16)}});
+  expect_refused(p, {p, "llama.attention.sliding_window = 16", "does not use"});
+  p = rewrite(src, "softcap", {{"llama.final_logit_softcapping", Value::f32(30.0f)}});
+  expect_refused(p, {"llama.final_logit_softcapping = 30"});
+  p = rewrite(src, "yarn", {{"llama.rope.scaling.type", Value::string("yarn")}});
+  expect_refused(p, {"llama.rope.scaling.type = 'yarn'"});
+  p = rewrite(src, "vlen", {{"llama.attention.value_length", Value::u32(8)}});
+  expect_refused(p, {"llama.attention.value_length = 8"});
+  p = rewrite(src, "gemma", {{"general.architecture", Value::string("gemma2")}});
+  expect_refused(p, {"architecture 'gemma2' is not supported", "llama, qwen2, qwen3, phi3"});
+  // Keys that do not change the math load: a zero expert count, the vocab size.
+  p = rewrite(src, "harmless", {{"llama.expert_count", Value::u32(0)}, {"llama.vocab_size", Value::u32(320)}});
+  EXPECT_NO_THROW(Model::load(p, cpu_only()));
+  std::filesystem::remove(p);
+  std::filesystem::remove(src);
+}
+
+TEST(ArchHParams, LinearRopeScalingAndKeyLength) {
+  using gguf::Value;
+  const std::string src = temp_model("hp_src");
+  write_random_model(small_spec(kFamilies[3]), DType::F32, 3, src);  // qwen3: key_length 32
+  const std::string p = rewrite(src, "linear", {{"qwen3.rope.scaling.type", Value::string("linear")},
+                                                {"qwen3.rope.scaling.factor", Value::f32(4.0f)},
+                                                {"qwen3.rope.freq_base", Value::f32(5e5f)}});
+  auto f = gguf::File::open(p);
+  const HParams h = HParams::from_gguf(*f);
+  EXPECT_EQ(h.arch, "qwen3");
+  EXPECT_EQ(h.head_dim(), 32);
+  EXPECT_EQ(h.n_embd_q(), 128);
+  EXPECT_EQ(h.n_embd_kv(), 64);
+  EXPECT_FLOAT_EQ(h.rope_freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(h.rope_freq_base, 5e5f);
+  EXPECT_EQ(h.rope_mode, RopeMode::NeoX);
+  f.reset();
+  std::filesystem::remove(p);
+  std::filesystem::remove(src);
+}
+
+}  // namespace
+}  // namespace loom
