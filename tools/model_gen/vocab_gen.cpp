@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "loom/error.h"
@@ -47,32 +48,47 @@ std::vector<Word> count_words(const std::vector<std::string>& words) {
 }
 
 // Classic BPE training: merge the most frequent adjacent pair (ties: the
-// smallest pair), until `keep` says stop or no pair is left.
+// smallest pair), until `keep` says stop or no pair is left. Pair counts are
+// updated only for the words that hold the merged pair.
 template <class Keep>
 std::vector<Merge> learn_merges(std::vector<Word> words, Keep keep) {
+  std::map<Merge, int64_t> pairs;
+  std::map<Merge, std::set<size_t>> holders;  // words that held the pair (some may no longer)
+  auto count = [&](size_t index, int64_t sign) {
+    const Word& w = words[index];
+    for (size_t i = 1; i < w.symbols.size(); ++i) {
+      const Merge pair{w.symbols[i - 1], w.symbols[i]};
+      auto it = pairs.emplace(pair, 0).first;
+      it->second += sign * w.count;
+      if (it->second == 0) pairs.erase(it);
+      if (sign > 0) holders[pair].insert(index);
+    }
+  };
+  for (size_t i = 0; i < words.size(); ++i) count(i, +1);
+
   std::vector<Merge> merges;
-  while (true) {
-    std::map<Merge, int64_t> pairs;
-    for (const Word& w : words)
-      for (size_t i = 1; i < w.symbols.size(); ++i) pairs[{w.symbols[i - 1], w.symbols[i]}] += w.count;
-    if (pairs.empty()) break;
+  while (!pairs.empty()) {
     auto best = pairs.begin();
     for (auto it = pairs.begin(); it != pairs.end(); ++it)
       if (it->second > best->second) best = it;
     if (!keep(best->first)) break;
-    merges.push_back(best->first);
-    const std::string joined = best->first.first + best->first.second;
-    for (Word& w : words) {
+    const Merge merge = best->first;
+    merges.push_back(merge);
+    const std::string joined = merge.first + merge.second;
+    for (size_t index : std::set<size_t>(holders[merge])) {
+      count(index, -1);
       Symbols next;
-      for (size_t i = 0; i < w.symbols.size(); ++i) {
-        if (i + 1 < w.symbols.size() && w.symbols[i] == best->first.first && w.symbols[i + 1] == best->first.second) {
+      Symbols& symbols = words[index].symbols;
+      for (size_t i = 0; i < symbols.size(); ++i) {
+        if (i + 1 < symbols.size() && symbols[i] == merge.first && symbols[i + 1] == merge.second) {
           next.push_back(joined);
           ++i;
         } else {
-          next.push_back(w.symbols[i]);
+          next.push_back(symbols[i]);
         }
       }
-      w.symbols = std::move(next);
+      symbols = std::move(next);
+      count(index, +1);
     }
   }
   return merges;
@@ -168,7 +184,7 @@ Vocab build_bpe(PreTokenizer pre, int n_vocab) {
   Vocab v;
   const bool byte_level = tok::byte_encoded(pre);
   const size_t capacity = static_cast<size_t>(n_vocab) - 2;  // room left for BOS and EOS
-  std::string text(vocab_training_text());
+  std::string text = std::string(vocab_training_text()) + std::string(vocab_mixed_text());
   if (tok::escapes_spaces(pre)) text = replace_all(text, " ", kEscapedSpace);
   const tok::PreSplitter splitter(pre);
   const std::vector<Word> counted = count_words(splitter.split(text));
@@ -188,12 +204,25 @@ Vocab build_bpe(PreTokenizer pre, int n_vocab) {
   }
   for (const std::string& t : v.tokens) seen.emplace(t, true);
 
-  // A merge is written as "left right", so raw symbols with spaces (the
-  // whitespace pre-tokenizer keeps runs of spaces as words) cannot merge.
+  // Merges are learned from the pre-tokenizer's words and from whole lines,
+  // so that some cross word boundaries: a tokenizer that splits a text
+  // differently from llama.cpp then gives different tokens. A merge is
+  // written as "left right", so raw symbols with spaces (the whitespace
+  // pre-tokenizer keeps runs of spaces raw) cannot merge: that style learns
+  // from its own words without them.
   std::vector<Word> mergeable;
   for (const Word& w : counted)
     if (byte_level || std::none_of(w.symbols.begin(), w.symbols.end(), [](const std::string& c) { return c == " "; }))
       mergeable.push_back(w);
+  if (pre != PreTokenizer::Whitespace) {
+    std::vector<std::string> lines;
+    for (const std::string& line : tok::PreSplitter(PreTokenizer::Gemma4).split(text)) {
+      std::string symbols;
+      for (char c : line) symbols += byte_level ? tok::byte_to_symbol(static_cast<uint8_t>(c)) : std::string(1, c);
+      lines.push_back(std::move(symbols));
+    }
+    for (Word& w : count_words(lines)) mergeable.push_back(std::move(w));
+  }
   const std::vector<Merge> merges = learn_merges(mergeable, [&](const Merge& m) {
     const bool is_new = !seen.count(m.first + m.second);
     if (is_new && v.tokens.size() >= capacity) return false;

@@ -58,5 +58,9 @@ void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_
 
 // The built-in text the vocabularies are learned from.
 std::string_view vocab_training_text();
+// Text in many scripts, with digit runs, cased words, punctuation and
+// whitespace runs: BPE vocabularies also learn from it, so that their merges
+// cross the places where pre-tokenizers split differently.
+std::string_view vocab_mixed_text();
 
 }  // namespace loom
