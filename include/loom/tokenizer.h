@@ -27,14 +27,47 @@ enum class TokenType : int32_t {
 
 enum class TokenizerKind { Spm, Bpe };
 
-// The BPE pre-tokenizer (tokenizer.ggml.pre), grouped as llama.cpp does.
+// The BPE pre-tokenizer (tokenizer.ggml.pre): one value per distinct set of
+// split rules in llama.cpp; every name llama.cpp accepts maps to one of them
+// (e.g. "qwen2", "stablelm2", "megrez", "grok-2" all split as Qwen2).
 enum class PreTokenizer {
-  None,     // SPM has no pre-tokenizer
-  Default,  // "default" or missing
-  Gpt2,     // "gpt-2", "phi-2", ...
-  Llama3,   // "llama-bpe", "llama3", ...
-  Qwen2,    // "qwen2", "deepseek-r1-qwen", ...
+  None,             // SPM has no pre-tokenizer
+  Default,          // "default" or missing
+  Gpt2,             // "gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4", ...
+  Llama3,           // "llama-bpe", "llama3", "dbrx", "smaug-bpe", "glm4", ...
+  Jais2,            // "jais-2": llama3 with cascading whitespace runs
+  DeepseekLlm,      // "deepseek-llm"
+  DeepseekCoder,    // "deepseek-coder"
+  Deepseek3,        // "deepseek-v3", "hunyuan-dense", "joyai-llm"
+  Youtu,            // "youtu"
+  Falcon,           // "falcon"
+  Starcoder,        // "starcoder", "refact", "command-r", "smollm", "exaone", "minerva-7b", ...
+  Qwen2,            // "qwen2", "stablelm2", "megrez", "hunyuan", "grok-2", "solar-open", ...
+  Qwen35,           // "qwen35": qwen2 with combining marks inside words
+  Bloom,            // "bloom", "poro-chat", "gpt3-finnish"
+  Viking,           // "viking"
+  Tekken,           // "tekken"
+  Chameleon,        // "chameleon"
+  Gpt4o,            // "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"
+  GraniteEmbMulti,  // "granite-embed-multi-97m"
+  TinyAya,          // "tiny_aya", "cohere2moe"
+  KimiK2,           // "kimi-k2"
+  SuperBpe,         // "superbpe"
+  BailingMoe,       // "bailingmoe", "bailingmoe2", "llada-moe"
+  SeedCoder,        // "seed-coder"
+  Afmoe,            // "afmoe"
+  Laguna,           // "laguna"
+  ExaoneMoe,        // "exaone-moe"
+  Minicpm5,         // "minicpm5"
+  Gemma4,           // "gemma4", "granite-embed-multi-311m": spaces as U+2581, raw UTF-8 symbols
+  SarvamMoe,        // "sarvam-moe": as gemma4
+  Whitespace,       // "whitespace": runs of non-space, raw UTF-8 symbols
 };
+
+// The canonical tokenizer.ggml.pre name of a pre-tokenizer ("" for None).
+std::string_view pre_tokenizer_name(PreTokenizer pre);
+// Every pre-tokenizer but None, in declaration order.
+std::span<const PreTokenizer> all_pre_tokenizers();
 
 class Tokenizer {
  public:

@@ -82,7 +82,7 @@ std::string Tokenizer::Impl::piece(int32_t token, bool render_special) const {
         return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
       return {};
     case TokenType::Normal:
-      if (kind == TokenizerKind::Spm) return replace_all(text, kEscapedSpace, " ");
+      if (kind == TokenizerKind::Spm || escape_spaces) return replace_all(text, kEscapedSpace, " ");
       {
         std::string out;
         for (uint32_t cpt : tok::decode_utf8(text)) {
@@ -163,6 +163,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       std::string prefixed = t.add_space_prefix && previous_special ? " " : "";
       prefixed.append(raw);
       t.spm_tokenize(replace_all(prefixed, " ", kEscapedSpace), out);
+    } else if (t.escape_spaces) {
+      t.bpe_tokenize(replace_all(raw, " ", kEscapedSpace), out);
     } else {
       t.bpe_tokenize(raw, out);
     }

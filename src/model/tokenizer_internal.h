@@ -27,8 +27,34 @@ const std::string& byte_to_symbol(uint8_t byte);
 // The byte a symbol stands for, or -1.
 int symbol_to_byte(std::string_view symbol);
 
+// What a tokenizer.ggml.pre name stands for: its split rules and the flags
+// llama.cpp sets with it.
+struct PreInfo {
+  PreTokenizer pre;
+  bool ignore_merges;  // a whole word that is a token is taken as is
+  bool add_bos;        // default of tokenizer.ggml.add_bos_token
+  bool clean_spaces;   // decode removes spaces before punctuation
+  bool no_bos;         // no default BOS id
+};
+// nullptr for a name llama.cpp does not know.
+const PreInfo* find_pre(std::string_view name);
+
+// The split rules of a pre-tokenizer, applied one after the other to every
+// piece the previous rules left: regexes in llama.cpp's notation, or
+// kDigitGroups. Whatever a rule does not match stays a piece of its own.
+std::vector<std::string_view> split_rules(PreTokenizer pre);
+// Runs of digits cut into groups of three from the right (llama.cpp's
+// "afmoe" digit splitter; the text before a run joins its first group).
+inline constexpr std::string_view kDigitGroups = "<digit groups>";
+// Whether words map to GPT-2's byte-level symbols (false: raw UTF-8 with
+// <0xXX> byte fallback tokens).
+bool byte_encoded(PreTokenizer pre);
+// Whether spaces become U+2581 before splitting (SentencePiece-style BPE).
+bool escapes_spaces(PreTokenizer pre);
+
 // The pre-tokenizer for a vocabulary: splits text into words (each already
-// mapped to byte-level symbols). The regexes are compiled once.
+// mapped to byte-level symbols where the vocabulary uses them). The regexes
+// are compiled once.
 class PreSplitter {
  public:
   explicit PreSplitter(PreTokenizer pre);
@@ -40,8 +66,9 @@ class PreSplitter {
   std::vector<std::string> split_raw(std::string_view text) const;
 
  private:
-  struct Regex;
-  std::vector<std::unique_ptr<Regex>> regexes_;
+  struct Rule;
+  std::vector<std::unique_ptr<Rule>> rules_;
+  bool byte_encode_ = true;
 };
 
 // Hash that lets std::unordered_map<std::string, ...> be probed with a
@@ -72,6 +99,7 @@ struct Tokenizer::Impl {
   int32_t eot = kNoToken, eom = kNoToken;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   bool ignore_merges = false, clean_spaces = false;
+  bool escape_spaces = false;  // BPE over text with spaces as U+2581 (Gemma 4)
   std::set<int32_t> eog;
   std::vector<uint8_t> unused_flag;  // control tokens named *unused*
 

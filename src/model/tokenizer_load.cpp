@@ -17,44 +17,12 @@ constexpr std::string_view kScores = "tokenizer.ggml.scores";
 constexpr std::string_view kTypes = "tokenizer.ggml.token_type";
 constexpr std::string_view kMerges = "tokenizer.ggml.merges";
 
-struct PreInfo {
-  PreTokenizer pre;
-  bool ignore_merges, add_bos, clean_spaces;
-};
-
-// tokenizer.ggml.pre names llama.cpp accepts for the supported regexes.
-const PreInfo* find_pre(std::string_view name) {
-  struct Entry {
-    std::string_view name;
-    PreInfo info;
-  };
-  static constexpr Entry kPre[] = {
-      {"default", {PreTokenizer::Default, false, false, true}},
-      {"llama3", {PreTokenizer::Llama3, true, true, true}},
-      {"llama-v3", {PreTokenizer::Llama3, true, true, true}},
-      {"llama-bpe", {PreTokenizer::Llama3, true, true, true}},
-      {"falcon3", {PreTokenizer::Llama3, true, true, true}},
-      {"pixtral", {PreTokenizer::Llama3, true, true, true}},
-      {"dbrx", {PreTokenizer::Llama3, false, false, true}},
-      {"smaug-bpe", {PreTokenizer::Llama3, false, false, true}},
-      {"gpt-2", {PreTokenizer::Gpt2, false, false, true}},
-      {"phi-2", {PreTokenizer::Gpt2, false, false, true}},
-      {"mpt", {PreTokenizer::Gpt2, false, false, true}},
-      {"olmo", {PreTokenizer::Gpt2, false, false, true}},
-      {"qwen2", {PreTokenizer::Qwen2, false, false, false}},
-      {"deepseek-r1-qwen", {PreTokenizer::Qwen2, false, false, false}},
-      {"stablelm2", {PreTokenizer::Qwen2, false, false, true}},
-      {"megrez", {PreTokenizer::Qwen2, false, false, true}},
-  };
-  for (const auto& e : kPre)
-    if (e.name == name) return &e.info;
-  return nullptr;
-}
-
 // Token texts llama.cpp treats as end of generation (and as control tokens).
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "[e~[",
 };
 constexpr std::string_view kEotTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
@@ -198,34 +166,47 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
     t->unk = 0;
     t->add_bos = true;
     t->add_space_prefix = true;
-  } else if (t->model == "gpt2") {
+  } else if (t->model == "gpt2" || t->model == "gemma4") {
     t->kind = TokenizerKind::Bpe;
-    t->bos = 11;  // llama.cpp's defaults for BPE vocabularies
-    t->eos = 11;
-    if (const gguf::Value* v = file.find("tokenizer.ggml.pre")) t->pre_name = v->as_string();
-    const PreInfo* info = t->pre_name.empty() ? find_pre("default") : find_pre(t->pre_name);
+    if (t->model == "gemma4") {
+      t->pre_name = "gemma4";  // as llama.cpp: the model name decides the pre-tokenizer
+    } else {
+      t->bos = 11;  // llama.cpp's defaults for BPE vocabularies
+      t->eos = 11;
+      if (const gguf::Value* v = file.find("tokenizer.ggml.pre")) {
+        if (v->type != gguf::ValueType::String) fail("{}: tokenizer.ggml.pre must be a string", file.path());
+        t->pre_name = v->as_string();
+      }
+    }
+    const tok::PreInfo* info = tok::find_pre(t->pre_name.empty() ? "default" : t->pre_name);
     if (!info)
-      fail("{}: tokenizer.ggml.pre = '{}' is not a supported pre-tokenizer (supported: default, gpt-2, llama-bpe, "
-           "qwen2 and their aliases)",
+      fail("{}: tokenizer.ggml.pre = '{}' is not a pre-tokenizer llama.cpp knows, so its split rules are unknown "
+           "(llama.cpp refuses it too: 'unknown pre-tokenizer type')",
            file.path(), t->pre_name);
     if (t->pre_name.empty()) log(LogLevel::Warn, "{}: tokenizer.ggml.pre is missing, using 'default'", file.path());
     t->pre = info->pre;
     t->ignore_merges = info->ignore_merges;
     t->add_bos = info->add_bos;
     t->clean_spaces = info->clean_spaces;
+    t->escape_spaces = tok::escapes_spaces(info->pre);
+    if (info->no_bos) t->bos = kNoToken;
   } else {
-    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2)", file.path(), t->model);
+    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2, gemma4)", file.path(), t->model);
   }
 
   read_tokens(file, *t);
   if (t->kind == TokenizerKind::Bpe) {
-    const auto& merges = get_array(file, kMerges, gguf::ValueType::String);
-    t->merge_ranks.reserve(merges.size());
-    for (size_t i = 0; i < merges.size(); ++i) {
-      const std::string merge(merges.string_at(i));
-      const size_t space = merge.find(' ', 1);
-      if (space == std::string::npos) fail("{}: {}[{}] = '{}' is not two symbols separated by a space", file.path(), kMerges, i, merge);
-      t->merge_ranks.emplace(merge, static_cast<int32_t>(i));  // the first rank of a repeated merge wins
+    // Kimi-K2 vocabularies may come without merges (symbols then never merge).
+    if (file.find(kMerges) || t->pre != PreTokenizer::KimiK2) {
+      const auto& merges = get_array(file, kMerges, gguf::ValueType::String);
+      t->merge_ranks.reserve(merges.size());
+      for (size_t i = 0; i < merges.size(); ++i) {
+        const std::string merge(merges.string_at(i));
+        const size_t space = merge.find(' ', 1);
+        if (space == std::string::npos)
+          fail("{}: {}[{}] = '{}' is not two symbols separated by a space", file.path(), kMerges, i, merge);
+        t->merge_ranks.emplace(merge, static_cast<int32_t>(i));  // the first rank of a repeated merge wins
+      }
     }
     t->splitter = std::make_unique<tok::PreSplitter>(t->pre);
   }
@@ -234,6 +215,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
   t->add_space_prefix = get_bool_or(file, "tokenizer.ggml.add_space_prefix", t->add_space_prefix);
   t->add_bos = get_bool_or(file, "tokenizer.ggml.add_bos_token", t->add_bos);
   t->add_eos = get_bool_or(file, "tokenizer.ggml.add_eos_token", t->add_eos);
+  if (t->pre == PreTokenizer::Gemma4) t->add_bos = true;  // llama.cpp overrides add_bos_token = false for Gemma 4
   if (t->add_bos && t->bos == kNoToken)
     fail("{}: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is not set", file.path());
   if (t->add_eos && t->eos == kNoToken)

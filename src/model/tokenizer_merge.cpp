@@ -34,6 +34,12 @@ std::vector<Symbol> split_symbols(std::string_view text) {
   return symbols;
 }
 
+// "<0xXX>", the text of an SPM-style byte token.
+std::string byte_token_text(uint8_t byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
+}
+
 }  // namespace
 
 int32_t Tokenizer::Impl::merge_rank(std::string_view left, std::string_view right) const {
@@ -45,9 +51,7 @@ int32_t Tokenizer::Impl::merge_rank(std::string_view left, std::string_view righ
 }
 
 int32_t Tokenizer::Impl::byte_token(uint8_t byte) const {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  const char name[] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
-  int32_t id = lookup(std::string_view(name, sizeof(name)));
+  int32_t id = lookup(byte_token_text(byte));
   if (id == kNoToken) id = lookup(std::string_view(reinterpret_cast<const char*>(&byte), 1));
   if (id == kNoToken) id = unk;
   if (id == kNoToken)
@@ -119,9 +123,12 @@ void Tokenizer::Impl::bpe_tokenize(std::string_view text, std::vector<int32_t>& 
     std::string text;
   };
   auto later = [](const Bigram& a, const Bigram& b) { return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); };
+  const bool byte_level = tok::byte_encoded(pre);
 
   for (const std::string& word : splitter->split(text)) {
-    if (ignore_merges) {
+    // ignore_merges: a word that is a token is that token. Gemma 4 does the
+    // same for runs of newlines.
+    if (ignore_merges || (pre == PreTokenizer::Gemma4 && word.find_first_not_of('\n') == std::string::npos)) {
       if (const int32_t id = lookup(word); id != kNoToken) {
         out.push_back(id);
         continue;
@@ -162,10 +169,13 @@ void Tokenizer::Impl::bpe_tokenize(std::string_view text, std::vector<int32_t>& 
         out.push_back(id);
         continue;
       }
-      // Not a token (a vocabulary whose merges make non-tokens): one token
-      // per byte of the symbol text where such a token exists.
-      for (char c : piece)
-        if (const int32_t id = lookup(std::string_view(&c, 1)); id != kNoToken) out.push_back(id);
+      // Not a token (a character outside the vocabulary, or merges that
+      // make non-tokens): one token per byte where such a token exists, the
+      // byte itself for byte-level vocabularies, else <0xXX>.
+      for (char c : piece) {
+        const int32_t id = byte_level ? lookup(std::string_view(&c, 1)) : lookup(byte_token_text(static_cast<uint8_t>(c)));
+        if (id != kNoToken) out.push_back(id);
+      }
     }
   }
 }

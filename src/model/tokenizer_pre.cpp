@@ -1,8 +1,18 @@
 // UTF-8 helpers, the byte-level BPE symbol mapping and the pre-tokenizer
-// regexes. The regexes are llama.cpp's (which follow the Hugging Face
-// tokenizer.json of each model family), run with PCRE2 in UTF + UCP mode.
-// `\s` is spelled out as the Unicode White_Space set, which is what
-// llama.cpp's tables (and Python's `regex` module) call whitespace.
+// matcher. The split rules (tokenizer_pre_table.cpp) are written in the
+// notation of llama.cpp, which runs most of them with std::regex
+// (ECMAScript) over text whose non-ASCII whitespace has become U+000B and,
+// where a rule uses \p{..}, whose non-ASCII code points have become one
+// marker per Unicode category. Loom runs them with PCRE2 in UTF + UCP mode
+// after a translation that gives the same matches:
+//   \s, \S      -> the ASCII whitespace class (the subject gets U+000B for
+//                  every non-ASCII whitespace code point, as in llama.cpp)
+//   \d           -> [0-9] (ECMAScript digits are ASCII)
+//   \p{Lu} etc.  -> \p{L} (llama.cpp's markers know no letter case)
+//   \p{Han}      -> llama.cpp's Han ranges
+//   $            -> \z (ECMAScript $ is the end of the piece only)
+// An empty match splits the piece where it occurs, as std::regex_iterator
+// does (superbpe's digit grouping is a bare lookahead).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -86,44 +96,65 @@ const ByteSymbols& byte_symbols() {
   return table;
 }
 
-// The Unicode White_Space code points, for use inside a character class.
-constexpr std::string_view kWs =
-    R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+// ASCII whitespace, as a character class body.
+constexpr std::string_view kWs = R"(\t\n\x0B\f\r\x20)";
+// llama.cpp's Han code points (unicode_cpt_is_han), as a class body.
+constexpr std::string_view kHan =
+    R"(\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F})"
+    R"(\x{2B820}-\x{2CEAF}\x{2CEB0}-\x{2EBEF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F})";
 
-// Replaces the placeholders {s} (a whitespace class body) in a pattern.
-std::string expand(std::string_view pattern) {
+bool is_whitespace(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// A split rule in llama.cpp's notation as a PCRE2 pattern (see the top).
+std::string to_pcre2(std::string_view rule) {
   std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern.substr(i, 3) == "{s}") {
-      out += kWs;
-      i += 2;
+  bool in_class = false;
+  auto cls = [&](std::string_view body, bool negate) {
+    if (in_class) {
+      if (negate) fail("tokenizer: split rule '{}': a negated class inside [] is not supported", rule);
+      out += body;
     } else {
-      out += pattern[i];
+      out += negate ? "[^" : "[";
+      out += body;
+      out += ']';
+    }
+  };
+  for (size_t i = 0; i < rule.size(); ++i) {
+    const char c = rule[i];
+    if (c == '\\' && i + 1 < rule.size()) {
+      const char d = rule[++i];
+      if (d == 's' || d == 'S') {
+        cls(kWs, d == 'S');
+      } else if (d == 'd') {
+        cls("0-9", false);
+      } else if (d == 'p' && i + 1 < rule.size() && rule[i + 1] == '{') {
+        const size_t close = rule.find('}', i);
+        const std::string_view name = rule.substr(i + 2, close - i - 2);
+        if (name == "Han") cls(kHan, false);
+        else if (name.size() == 2 && name[0] == 'L') out += R"(\p{L})";
+        else out.append("\\p{").append(name).append("}");
+        i = close;
+      } else {
+        out += c;
+        out += d;
+      }
+    } else if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < rule.size() && rule[i + 1] == '^') out += rule[++i];
+    } else if (c == ']' && in_class) {
+      in_class = false;
+      out += c;
+    } else if (c == '$' && !in_class) {
+      out += R"(\z)";
+    } else {
+      out += c;
     }
   }
   return out;
-}
-
-#define LOOM_WS "{s}"
-// gpt-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
-constexpr std::string_view kGpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^)" LOOM_WS R"(\p{L}\p{N}]+|[)" LOOM_WS R"(]+(?![^)" LOOM_WS R"(]))";
-// llama3 (qwen2 takes digits one at a time: \p{N} instead of \p{N}{1,3}).
-constexpr std::string_view kLlama3Head = R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)";
-constexpr std::string_view kLlama3Tail =
-    R"(| ?[^)" LOOM_WS R"(\p{L}\p{N}]+[\r\n]*|[)" LOOM_WS R"(]*[\r\n]+|[)" LOOM_WS R"(]+(?![^)" LOOM_WS R"(])|[)" LOOM_WS R"(]+)";
-#undef LOOM_WS
-
-std::vector<std::string> patterns_for(PreTokenizer pre) {
-  switch (pre) {
-    case PreTokenizer::Gpt2: return {expand(kGpt2)};
-    case PreTokenizer::Llama3: return {expand(std::string(kLlama3Head) + R"(\p{N}{1,3})" + std::string(kLlama3Tail))};
-    case PreTokenizer::Qwen2: return {expand(std::string(kLlama3Head) + R"(\p{N})" + std::string(kLlama3Tail))};
-    case PreTokenizer::Default:
-      return {R"([\p{P}\$\+<=>\^~\|]+)", expand(kGpt2), R"(\p{N}+)", "[0-9][0-9][0-9]"};
-    case PreTokenizer::None: break;
-  }
-  return {};
 }
 
 }  // namespace
@@ -136,26 +167,29 @@ int symbol_to_byte(std::string_view symbol) {
   return it == map.end() ? -1 : it->second;
 }
 
-struct PreSplitter::Regex {
+struct PreSplitter::Rule {
   pcre2_code* code = nullptr;
-  ~Regex() { pcre2_code_free(code); }
+  bool digit_groups = false;
+  ~Rule() { pcre2_code_free(code); }
 };
 
-PreSplitter::PreSplitter(PreTokenizer pre) {
-  for (const std::string& pattern : patterns_for(pre)) {
+PreSplitter::PreSplitter(PreTokenizer pre) : byte_encode_(byte_encoded(pre)) {
+  for (std::string_view source : split_rules(pre)) {
+    auto rule = std::make_unique<Rule>();
+    rule->digit_groups = source == kDigitGroups;
+    const std::string pattern = rule->digit_groups ? std::string(R"(\p{N}+)") : to_pcre2(source);
     int error = 0;
     PCRE2_SIZE error_offset = 0;
-    auto regex = std::make_unique<Regex>();
-    regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
-                                &error, &error_offset, nullptr);
-    if (!regex->code) {
+    rule->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                               &error, &error_offset, nullptr);
+    if (!rule->code) {
       std::array<PCRE2_UCHAR, 256> message{};
       pcre2_get_error_message(error, message.data(), message.size());
-      fail("tokenizer: cannot compile pre-tokenizer regex at offset {}: {}", error_offset,
-           reinterpret_cast<const char*>(message.data()));
+      fail("tokenizer: cannot compile the '{}' split rule '{}' at offset {}: {}", pre_tokenizer_name(pre), pattern,
+           error_offset, reinterpret_cast<const char*>(message.data()));
     }
-    pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
-    regexes_.push_back(std::move(regex));
+    pcre2_jit_compile(rule->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
+    rules_.push_back(std::move(rule));
   }
 }
 
@@ -163,7 +197,8 @@ PreSplitter::~PreSplitter() = default;
 
 std::vector<std::string> PreSplitter::split_raw(std::string_view text) const {
   // Match on well-formed UTF-8 (malformed input became U+FFFD, code points
-  // PCRE2 rejects become U+FFFD too), but emit the original code points.
+  // PCRE2 rejects become U+FFFD too; non-ASCII whitespace becomes U+000B),
+  // but emit the original code points.
   const std::vector<uint32_t> cpts = decode_utf8(text);
   std::string subject;
   std::vector<size_t> cpt_start;  // byte offset of each code point in subject
@@ -172,7 +207,7 @@ std::vector<std::string> PreSplitter::split_raw(std::string_view text) const {
   for (uint32_t c : cpts) {
     cpt_start.push_back(subject.size());
     const bool valid = c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
-    append_utf8(subject, valid ? c : 0xFFFD);
+    append_utf8(subject, !valid ? 0xFFFD : c > 0x7F && is_whitespace(c) ? 0x0B : c);
   }
   cpt_start.push_back(subject.size());
   cpt_index.assign(subject.size() + 1, 0);
@@ -181,28 +216,55 @@ std::vector<std::string> PreSplitter::split_raw(std::string_view text) const {
 
   std::vector<std::pair<size_t, size_t>> pieces;  // [begin, end) in code points
   if (!cpts.empty()) pieces.emplace_back(0, cpts.size());
-  pcre2_match_data* match = nullptr;
-  for (const auto& regex : regexes_) {
-    if (!match) match = pcre2_match_data_create(1, nullptr);
+  pcre2_match_data* match = pcre2_match_data_create(1, nullptr);
+  for (const auto& rule : rules_) {
     std::vector<std::pair<size_t, size_t>> next;
+    auto cut = [&](size_t from, size_t to) {  // code points
+      if (to > from) next.emplace_back(from, to);
+    };
     for (const auto& [begin, end] : pieces) {
       const size_t base = cpt_start[begin];
       const auto* piece = reinterpret_cast<PCRE2_SPTR>(subject.data() + base);
       const size_t length = cpt_start[end] - base;
-      size_t offset = 0, emitted = 0;
+      auto cpt_at = [&](size_t byte) { return static_cast<size_t>(cpt_index[base + byte]); };
+      size_t offset = 0, emitted = 0;  // bytes in the piece
+      uint32_t options = 0;
+      size_t digits_from = begin;  // digit groups: where the next group starts
       while (offset < length) {
-        const int rc = pcre2_match(regex->code, piece, length, offset, PCRE2_NO_UTF_CHECK, match, nullptr);
-        if (rc < 0) break;
-        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
-        if (ov[1] == ov[0]) {  // empty match: step one code point
-          offset = cpt_start[cpt_index[base + ov[0]] + 1] - base;
+        const int rc = pcre2_match(rule->code, piece, length, offset, PCRE2_NO_UTF_CHECK | options, match, nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH && options != 0) {  // no longer match where an empty one was: step on
+          options = 0;
+          offset = cpt_start[cpt_at(offset) + 1] - base;
           continue;
         }
-        if (ov[0] > emitted) next.emplace_back(cpt_index[base + emitted], cpt_index[base + ov[0]]);
-        next.emplace_back(cpt_index[base + ov[0]], cpt_index[base + ov[1]]);
-        emitted = offset = ov[1];
+        if (rc < 0) break;
+        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
+        if (rule->digit_groups) {
+          const size_t first = cpt_at(ov[0]), last = cpt_at(ov[1]);
+          size_t at = first + (last - first) % 3;  // the short group comes first
+          if (at > first) {
+            cut(digits_from, at);
+            digits_from = at;
+          }
+          for (; at < last; at += 3) {
+            cut(digits_from, at + 3);
+            digits_from = at + 3;
+          }
+          offset = ov[1];
+          continue;
+        }
+        if (ov[0] > emitted) cut(cpt_at(emitted), cpt_at(ov[0]));
+        if (ov[1] > ov[0]) {
+          cut(cpt_at(ov[0]), cpt_at(ov[1]));
+          emitted = offset = ov[1];
+          options = 0;
+        } else {  // an empty match splits here; then a longer match is tried at the same place
+          emitted = offset = ov[0];
+          options = PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED;
+        }
       }
-      if (emitted < length) next.emplace_back(cpt_index[base + emitted], end);
+      if (rule->digit_groups) cut(digits_from, end);
+      else if (emitted < length) cut(cpt_at(emitted), end);
     }
     pieces = std::move(next);
   }
@@ -220,6 +282,7 @@ std::vector<std::string> PreSplitter::split_raw(std::string_view text) const {
 
 std::vector<std::string> PreSplitter::split(std::string_view text) const {
   std::vector<std::string> words = split_raw(text);
+  if (!byte_encode_) return words;
   for (std::string& word : words) {
     std::string encoded;
     for (char c : word) encoded += byte_to_symbol(static_cast<uint8_t>(c));

@@ -64,7 +64,7 @@ int write_vocab(const Args& args) {
   writer.set("general.name", gguf::Value::string(fmt::format("loom {} vocabulary", tokenizer_style_name(style))));
   write_tokenizer_metadata(writer, style, n_vocab);
   writer.write(out);
-  std::printf("wrote %s: %s vocabulary of %d tokens\n", out.c_str(), std::string(tokenizer_style_name(style)).c_str(),
+  std::printf("wrote %s: %s vocabulary of %d tokens\n", out.c_str(), tokenizer_style_name(style).c_str(),
               n_vocab);
   return 0;
 }
@@ -93,7 +93,8 @@ int cmd_tokenize(int argc, char** argv) {
   Args args("tokenize",
             "Tokenize a prompt with a GGUF file's vocabulary and print the token ids and pieces.\n"
             "usage: loom tokenize -m FILE -p TEXT [options]\n"
-            "       loom tokenize --write-vocab OUT.gguf --style spm|bpe|bpe-llama3|bpe-qwen2 --n-vocab N",
+            "       loom tokenize --write-vocab OUT.gguf --style STYLE --n-vocab N\n"
+            "       loom tokenize --list-styles",
             {{{"-m", "--model"}, "FILE", "GGUF file with tokenizer.ggml.* metadata"},
              {{"-p", "--prompt"}, "TEXT", "text to tokenize"},
              {{"-f", "--file"}, "FILE", "read the text from a file"},
@@ -103,7 +104,10 @@ int cmd_tokenize(int argc, char** argv) {
              {{"--json"}, "", "print JSON"},
              {{"--batch"}, "FILE", "tokenize each string of a JSON array (for the llama.cpp parity test)"},
              {{"--write-vocab"}, "OUT", "write a vocabulary-only GGUF file from the built-in generator"},
-             {{"--style"}, "STYLE", "generated vocabulary style: spm, bpe, bpe-llama3, bpe-qwen2 (default spm)"},
+             {{"--style"}, "STYLE",
+              "generated vocabulary style: spm, spm-gemma, bpe, or bpe-NAME for any tokenizer.ggml.pre name "
+              "llama.cpp knows, e.g. bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4 (default spm)"},
+             {{"--list-styles"}, "", "print every generated vocabulary style, one a line (one per pre-tokenizer)"},
              {{"--n-vocab"}, "N", "generated vocabulary size (default 32000)"}});
   args.parse(argc, argv);
   if (args.has("--help")) {
@@ -111,6 +115,10 @@ int cmd_tokenize(int argc, char** argv) {
     return 0;
   }
   if (args.has("--write-vocab")) return write_vocab(args);
+  if (args.has("--list-styles")) {
+    for (TokenizerStyle style : all_tokenizer_styles()) std::printf("%s\n", tokenizer_style_name(style).c_str());
+    return 0;
+  }
   const auto model = args.get("--model");
   if (!model) {
     std::fputs(args.help().c_str(), stderr);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "loom/error.h"
@@ -47,32 +48,47 @@ std::vector<Word> count_words(const std::vector<std::string>& words) {
 }
 
 // Classic BPE training: merge the most frequent adjacent pair (ties: the
-// smallest pair), until `keep` says stop or no pair is left.
+// smallest pair), until `keep` says stop or no pair is left. Pair counts are
+// updated only for the words that hold the merged pair.
 template <class Keep>
 std::vector<Merge> learn_merges(std::vector<Word> words, Keep keep) {
+  std::map<Merge, int64_t> pairs;
+  std::map<Merge, std::set<size_t>> holders;  // words that held the pair (some may no longer)
+  auto count = [&](size_t index, int64_t sign) {
+    const Word& w = words[index];
+    for (size_t i = 1; i < w.symbols.size(); ++i) {
+      const Merge pair{w.symbols[i - 1], w.symbols[i]};
+      auto it = pairs.emplace(pair, 0).first;
+      it->second += sign * w.count;
+      if (it->second == 0) pairs.erase(it);
+      if (sign > 0) holders[pair].insert(index);
+    }
+  };
+  for (size_t i = 0; i < words.size(); ++i) count(i, +1);
+
   std::vector<Merge> merges;
-  while (true) {
-    std::map<Merge, int64_t> pairs;
-    for (const Word& w : words)
-      for (size_t i = 1; i < w.symbols.size(); ++i) pairs[{w.symbols[i - 1], w.symbols[i]}] += w.count;
-    if (pairs.empty()) break;
+  while (!pairs.empty()) {
     auto best = pairs.begin();
     for (auto it = pairs.begin(); it != pairs.end(); ++it)
       if (it->second > best->second) best = it;
     if (!keep(best->first)) break;
-    merges.push_back(best->first);
-    const std::string joined = best->first.first + best->first.second;
-    for (Word& w : words) {
+    const Merge merge = best->first;
+    merges.push_back(merge);
+    const std::string joined = merge.first + merge.second;
+    for (size_t index : std::set<size_t>(holders[merge])) {
+      count(index, -1);
       Symbols next;
-      for (size_t i = 0; i < w.symbols.size(); ++i) {
-        if (i + 1 < w.symbols.size() && w.symbols[i] == best->first.first && w.symbols[i + 1] == best->first.second) {
+      Symbols& symbols = words[index].symbols;
+      for (size_t i = 0; i < symbols.size(); ++i) {
+        if (i + 1 < symbols.size() && symbols[i] == merge.first && symbols[i + 1] == merge.second) {
           next.push_back(joined);
           ++i;
         } else {
-          next.push_back(w.symbols[i]);
+          next.push_back(symbols[i]);
         }
       }
-      w.symbols = std::move(next);
+      symbols = std::move(next);
+      count(index, +1);
     }
   }
   return merges;
@@ -92,11 +108,33 @@ struct Vocab {
 
 constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
 
-Vocab build_spm(int n_vocab) {
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  for (size_t pos = 0;;) {
+    const size_t hit = text.find(from, pos);
+    out.append(text.substr(pos, hit == std::string_view::npos ? std::string_view::npos : hit - pos));
+    if (hit == std::string_view::npos) return out;
+    out.append(to);
+    pos = hit + from.size();
+  }
+}
+
+constexpr std::string_view kBos = "<|begin_of_text|>";
+constexpr std::string_view kEos = "<|end_of_text|>";
+
+// Gemma's special tokens come first, in its order.
+constexpr std::string_view kGemmaSpecial[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"};
+
+Vocab build_spm(bool gemma, int n_vocab) {
   Vocab v;
-  v.add("<unk>", TokenType::Unknown);
-  v.add("<s>", TokenType::Control);
-  v.add("</s>", TokenType::Control);
+  if (gemma) {
+    for (std::string_view text : kGemmaSpecial)
+      v.add(std::string(text), text == "<unk>" ? TokenType::Unknown : TokenType::Control);
+  } else {
+    v.add("<unk>", TokenType::Unknown);
+    v.add("<s>", TokenType::Control);
+    v.add("</s>", TokenType::Control);
+  }
   for (int b = 0; b < 256; ++b) v.add(fmt::format("<0x{:02X}>", b), TokenType::Byte);
 
   // Words as SentencePiece sees them: split at whitespace, each with a
@@ -142,22 +180,50 @@ Vocab build_spm(int n_vocab) {
   return v;
 }
 
-constexpr std::string_view kBos = "<|begin_of_text|>";
-constexpr std::string_view kEos = "<|end_of_text|>";
-
-Vocab build_bpe(TokenizerStyle style, int n_vocab) {
+Vocab build_bpe(PreTokenizer pre, int n_vocab) {
   Vocab v;
-  for (int b = 0; b < 256; ++b) v.add(tok::byte_to_symbol(static_cast<uint8_t>(b)), TokenType::Normal);
-  const PreTokenizer pre = style == TokenizerStyle::BpeLlama3  ? PreTokenizer::Llama3
-                           : style == TokenizerStyle::BpeQwen2 ? PreTokenizer::Qwen2
-                                                               : PreTokenizer::Gpt2;
-  const tok::PreSplitter splitter(pre);
-  const std::vector<Word> counted = count_words(splitter.split(vocab_training_text()));
-
+  const bool byte_level = tok::byte_encoded(pre);
   const size_t capacity = static_cast<size_t>(n_vocab) - 2;  // room left for BOS and EOS
+  std::string text = std::string(vocab_training_text()) + std::string(vocab_mixed_text());
+  if (tok::escapes_spaces(pre)) text = replace_all(text, " ", kEscapedSpace);
+  const tok::PreSplitter splitter(pre);
+  const std::vector<Word> counted = count_words(splitter.split(text));
   std::unordered_map<std::string, bool> seen;
+  if (byte_level) {
+    for (int b = 0; b < 256; ++b) v.add(tok::byte_to_symbol(static_cast<uint8_t>(b)), TokenType::Normal);
+  } else {
+    // Byte fallback tokens, then the text's characters, most frequent first.
+    for (int b = 0; b < 256; ++b) v.add(fmt::format("<0x{:02X}>", b), TokenType::Byte);
+    std::map<std::string, int64_t> char_count;
+    for (const Word& w : counted)
+      for (const std::string& c : w.symbols) char_count[c] += w.count;
+    std::vector<std::pair<std::string, int64_t>> chars(char_count.begin(), char_count.end());
+    std::stable_sort(chars.begin(), chars.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& [c, count] : chars)
+      if (v.tokens.size() < capacity) v.add(c, TokenType::Normal);
+  }
   for (const std::string& t : v.tokens) seen.emplace(t, true);
-  const std::vector<Merge> merges = learn_merges(counted, [&](const Merge& m) {
+
+  // Merges are learned from the pre-tokenizer's words and from whole lines,
+  // so that some cross word boundaries: a tokenizer that splits a text
+  // differently from llama.cpp then gives different tokens. A merge is
+  // written as "left right", so raw symbols with spaces (the whitespace
+  // pre-tokenizer keeps runs of spaces raw) cannot merge: that style learns
+  // from its own words without them.
+  std::vector<Word> mergeable;
+  for (const Word& w : counted)
+    if (byte_level || std::none_of(w.symbols.begin(), w.symbols.end(), [](const std::string& c) { return c == " "; }))
+      mergeable.push_back(w);
+  if (pre != PreTokenizer::Whitespace) {
+    std::vector<std::string> lines;
+    for (const std::string& line : tok::PreSplitter(PreTokenizer::Gemma4).split(text)) {
+      std::string symbols;
+      for (char c : line) symbols += byte_level ? tok::byte_to_symbol(static_cast<uint8_t>(c)) : std::string(1, c);
+      lines.push_back(std::move(symbols));
+    }
+    for (Word& w : count_words(lines)) mergeable.push_back(std::move(w));
+  }
+  const std::vector<Merge> merges = learn_merges(mergeable, [&](const Merge& m) {
     const bool is_new = !seen.count(m.first + m.second);
     if (is_new && v.tokens.size() >= capacity) return false;
     if (is_new) {
@@ -178,35 +244,51 @@ Vocab build_bpe(TokenizerStyle style, int n_vocab) {
 
 TokenizerStyle parse_tokenizer_style(std::string_view name) {
   if (name == "spm" || name == "llama") return TokenizerStyle::Spm;
-  if (name == "bpe" || name == "gpt2" || name == "bpe-gpt2") return TokenizerStyle::Bpe;
-  if (name == "bpe-llama3" || name == "llama3") return TokenizerStyle::BpeLlama3;
-  if (name == "bpe-qwen2" || name == "qwen2") return TokenizerStyle::BpeQwen2;
-  fail("unknown tokenizer style '{}' (expected spm, bpe, bpe-llama3 or bpe-qwen2)", name);
+  if (name == "spm-gemma" || name == "gemma") return TokenizerStyle::SpmGemma;
+  if (name == "bpe" || name == "gpt2") return TokenizerStyle::Bpe;
+  if (name == "llama3" || name == "bpe-llama3") return TokenizerStyle::BpeLlama3;
+  if (name == "qwen2") return TokenizerStyle::BpeQwen2;
+  if (name.starts_with("bpe-"))
+    if (const tok::PreInfo* info = tok::find_pre(name.substr(4)))
+      return {TokenizerStyle::Model::Bpe, info->pre};
+  fail("unknown tokenizer style '{}' (expected spm, spm-gemma, bpe, or bpe-NAME for a tokenizer.ggml.pre name such "
+       "as bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4)",
+       name);
 }
 
-std::string_view tokenizer_style_name(TokenizerStyle style) {
-  switch (style) {
-    case TokenizerStyle::Spm: return "spm";
-    case TokenizerStyle::Bpe: return "bpe";
-    case TokenizerStyle::BpeLlama3: return "bpe-llama3";
-    case TokenizerStyle::BpeQwen2: return "bpe-qwen2";
+std::string tokenizer_style_name(TokenizerStyle style) {
+  switch (style.model) {
+    case TokenizerStyle::Model::Spm: return "spm";
+    case TokenizerStyle::Model::SpmGemma: return "spm-gemma";
+    case TokenizerStyle::Model::Bpe: break;
   }
-  return "?";
+  return fmt::format("bpe-{}", pre_tokenizer_name(style.pre));
 }
 
-int min_vocab_size(TokenizerStyle style) { return style == TokenizerStyle::Spm ? 3 + 256 + 1 : 256 + 2; }
+std::vector<TokenizerStyle> all_tokenizer_styles() {
+  std::vector<TokenizerStyle> styles = {TokenizerStyle::Spm, TokenizerStyle::SpmGemma};
+  for (PreTokenizer pre : all_pre_tokenizers()) styles.push_back({TokenizerStyle::Model::Bpe, pre});
+  return styles;
+}
+
+int min_vocab_size(TokenizerStyle style) {
+  switch (style.model) {
+    case TokenizerStyle::Model::Spm: return 3 + 256 + 1;
+    case TokenizerStyle::Model::SpmGemma: return static_cast<int>(std::size(kGemmaSpecial)) + 256 + 1;
+    case TokenizerStyle::Model::Bpe: break;
+  }
+  return 256 + 2;
+}
 
 void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_vocab) {
   if (n_vocab < min_vocab_size(style))
     fail("a '{}' vocabulary needs at least {} tokens, asked for {}", tokenizer_style_name(style), min_vocab_size(style),
          n_vocab);
-  const bool spm = style == TokenizerStyle::Spm;
-  const Vocab v = spm ? build_spm(n_vocab) : build_bpe(style, n_vocab);
+  const bool spm = style.model != TokenizerStyle::Model::Bpe;
+  const bool gemma = style.model == TokenizerStyle::Model::SpmGemma;
+  const Vocab v = spm ? build_spm(gemma, n_vocab) : build_bpe(style.pre, n_vocab);
   writer.set("tokenizer.ggml.model", gguf::Value::string(spm ? "llama" : "gpt2"));
-  if (!spm) {
-    const char* pre = style == TokenizerStyle::BpeLlama3 ? "llama-bpe" : style == TokenizerStyle::BpeQwen2 ? "qwen2" : "gpt-2";
-    writer.set("tokenizer.ggml.pre", gguf::Value::string(pre));
-  }
+  if (!spm) writer.set("tokenizer.ggml.pre", gguf::Value::string(std::string(pre_tokenizer_name(style.pre))));
   writer.set("tokenizer.ggml.tokens", gguf::Value::strings(v.tokens));
   if (spm) writer.set("tokenizer.ggml.scores", gguf::Value::f32s(v.scores));
   writer.set("tokenizer.ggml.token_type", gguf::Value::i32s(v.types));
@@ -214,17 +296,19 @@ void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_
   auto id_of = [&](std::string_view text) {
     return static_cast<uint32_t>(std::find(v.tokens.begin(), v.tokens.end(), text) - v.tokens.begin());
   };
-  const uint32_t bos = spm ? 1 : id_of(kBos);
-  const uint32_t eos = spm ? 2 : id_of(kEos);
+  const uint32_t bos = spm ? id_of(gemma ? "<bos>" : "<s>") : id_of(kBos);
+  const uint32_t eos = spm ? id_of(gemma ? "<eos>" : "</s>") : id_of(kEos);
   writer.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(bos));
   writer.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(eos));
-  if (spm) writer.set("tokenizer.ggml.unknown_token_id", gguf::Value::u32(0));
-  writer.set("tokenizer.ggml.padding_token_id", gguf::Value::u32(spm ? 0 : eos));
-  // BOS as the model families do: llama and llama3 add it, gpt-2 and qwen2 do not.
-  const bool add_bos = style == TokenizerStyle::Spm || style == TokenizerStyle::BpeLlama3;
+  if (spm) writer.set("tokenizer.ggml.unknown_token_id", gguf::Value::u32(id_of("<unk>")));
+  writer.set("tokenizer.ggml.padding_token_id", gguf::Value::u32(gemma ? id_of("<pad>") : spm ? 0 : eos));
+  // BOS as the model families do: SPM models add it; BPE ones as llama.cpp's
+  // default for the pre-tokenizer name (llama3 and tekken add it, gpt-2 and
+  // qwen2 do not).
+  const bool add_bos = spm || tok::find_pre(pre_tokenizer_name(style.pre))->add_bos;
   writer.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(add_bos));
   writer.set("tokenizer.ggml.add_eos_token", gguf::Value::boolean(false));
-  if (spm) writer.set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(true));
+  if (spm) writer.set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(!gemma));
 }
 
 }  // namespace loom
