@@ -228,6 +228,10 @@ DType file_type_base(FileType t) { return info(t).base; }
 std::optional<FileType> file_type_from_name(std::string_view name) {
   for (const auto& i : kFileTypes)
     if (iequals(i.name, name)) return i.type;
+  // llama-quantize's aliases.
+  if (iequals(name, "Q3_K")) return FT::Q3_K_M;
+  if (iequals(name, "Q4_K")) return FT::Q4_K_M;
+  if (iequals(name, "Q5_K")) return FT::Q5_K_M;
   return std::nullopt;
 }
 

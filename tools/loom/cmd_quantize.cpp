@@ -47,7 +47,7 @@ int cmd_quantize(int argc, char** argv) {
             "Quantize a GGUF model to one of llama.cpp's file types, giving each tensor the type llama-quantize\n"
             "gives it (without an importance matrix), with the same bytes.\n"
             "usage: loom quantize [options] IN.gguf OUT.gguf TYPE\n"
-            "TYPE: " + file_type_list() + "\n"
+            "TYPE: " + file_type_list() + " (Q3_K, Q4_K, Q5_K: the _M ones)\n"
             "The output is written to OUT.gguf.tmp and renamed at the end; on an error no file is left.",
             {{{"--pure"}, "", "every weight in TYPE's base type (no per-layer bumps; fallbacks still apply)"},
              {{"--output-type"}, "T", "tensor type for output.weight (e.g. q8_0)"},
