@@ -106,8 +106,8 @@ TEST(QuantizeFile, ImpossibleShapeNamesTensorAndSizes) {
   const std::string src = temp_path("shape_src"), out = temp_path("shape_out");
   ModelSpec spec = small_spec();
   spec.n_embd = 96;  // rows of 96: no whole 256-element blocks
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
+  spec.n_head = 3;
+  spec.n_head_kv = 1;
   write_random_model(spec, DType::F32, 5, src);
   QuantizeOptions options;
   options.file_type = FileType::Q8_0;
