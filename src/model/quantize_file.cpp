@@ -59,6 +59,8 @@ void quantize_file(const std::string& in_path, const std::string& out_path, cons
   out.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(options.file_type)));
 
   const gguf::File& file = *in;
+  std::string writing;  // the tensor being written, for errors
+  size_t writing_size = 0;
   for (const auto& p : plan) {
     const gguf::TensorInfo& t = *file.find_tensor(p.name);
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
@@ -67,7 +69,9 @@ void quantize_file(const std::string& in_path, const std::string& out_path, cons
       fail("{}: tensor '{}' is {}; requantizing it to {} is not supported (quantize from an f32, f16 or bf16 file)",
            in_path, p.name, from ? from->name : "an unknown type", type_name(static_cast<DType>(p.to)));
     }
-    out.add_tensor(p.name, p.to, ne, [&file, &t, p, threads = options.threads](uint8_t* dst, size_t size) {
+    out.add_tensor(p.name, p.to, ne, [&, p](uint8_t* dst, size_t size) {
+      writing = p.name;
+      writing_size = size;
       const uint8_t* src = file.data(t);
       std::vector<uint8_t> read;
       if (!src) {
@@ -80,12 +84,17 @@ void quantize_file(const std::string& in_path, const std::string& out_path, cons
         return;
       }
       const int64_t rows = static_cast<int64_t>(t.ne[1] * t.ne[2] * t.ne[3]);
-      convert_rows(src, static_cast<DType>(p.from), dst, static_cast<DType>(p.to), t.ne[0], rows, threads);
+      convert_rows(src, static_cast<DType>(p.from), dst, static_cast<DType>(p.to), t.ne[0], rows, options.threads);
     });
   }
   if (options.progress)
     out.set_progress([&](size_t done, size_t total) { options.progress(done, total, plan[done - 1].name); });
-  out.write(out_path);
+  try {
+    out.write(out_path);
+  } catch (const Error& e) {
+    if (writing.empty()) throw;
+    fail("{} (at tensor '{}', {} bytes; no output file was left)", e.what(), writing, writing_size);
+  }
 }
 
 }  // namespace loom

@@ -3,8 +3,10 @@
 // (Types per tensor and bytes are checked against llama.cpp itself by
 // tests/parity/run-quantize-parity.)
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +115,33 @@ TEST(QuantizeFile, ImpossibleShapeNamesTensorAndSizes) {
   options.file_type = FileType::Q8_0;
   options.token_embedding_type = DType::Q4_K;
   expect_error([&] { quantize_file(src, out, options); }, {"token_embd.weight", "96", "256", "q4_K"});
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  fs::remove(src);
+}
+
+TEST(QuantizeFile, WriteErrorNamesTensorAndLeavesNoOutput) {
+  const std::string src = temp_path("full_src"), out = temp_path("full_out");
+  write_random_model(small_spec(), DType::F32, 5, src);
+  QuantizeOptions options;
+  options.file_type = FileType::Q8_0;
+  // Files may not grow past 64 KiB (as a full disk): writes fail with EFBIG.
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 64 << 10;
+  setrlimit(RLIMIT_FSIZE, &small);
+  std::string message;
+  try {
+    quantize_file(src, out, options);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(message.find(out), std::string::npos) << message;
+  EXPECT_NE(message.find("at tensor '"), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".tmp"));
   fs::remove(src);
