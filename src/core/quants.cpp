@@ -1,11 +1,12 @@
 // 32-element block types: Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, and the Q8_K
 // activation block. Quantization of Q4_1 / Q5_0 / Q5_1 / MXFP4 follows the
 // same rules as llama.cpp's reference quantizers (min/max or absmax scales,
-// round half up), so it gives the same blocks; IQ4_NL uses a simpler scale
-// search than llama.cpp's (see fit_iq4_scale).
+// round half up), and IQ4_NL / IQ4_XS its scale search without an importance
+// matrix (quantize_iq4_group), so they give the same blocks.
 #include "quants.h"
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -85,47 +86,101 @@ float signed_absmax(const float* x, int n) {
   return max;
 }
 
-int nearest_iq4(float x, float d) {
-  if (d == 0.0f) return 0;
-  const float v = x / d;
-  int best = 0;
-  for (int i = 1; i < 16; ++i)
-    if (std::fabs(kIq4nlValues[i] - v) < std::fabs(kIq4nlValues[best] - v)) best = i;
-  return best;
+int round_nearest(float x) {
+  const float shifted = x + 12582912.0f;  // 1.5 * 2^23
+  return static_cast<int>(std::bit_cast<uint32_t>(shifted) & 0x007fffff) - 0x00400000;
 }
 
-float fit_iq4_scale(const float* x, int n) {
-  const float max = signed_absmax(x, n);
-  if (max == 0.0f) return 0.0f;
-  auto error_of = [&](float d) {
-    double e = 0.0;
-    for (int j = 0; j < n; ++j) {
-      const double r = x[j] - d * kIq4nlValues[nearest_iq4(x[j], d)];
-      e += r * r;
-    }
-    return e;
-  };
-  // The largest magnitude maps near the table's end (-127); a few neighbouring
-  // scales, each refitted by least squares for the indices it chose.
-  float best_d = max / kIq4nlValues[0];
-  double best_err = error_of(best_d);
-  for (int t = -7; t <= 7; ++t) {
-    const float d0 = max / (kIq4nlValues[0] + t);
-    double sxv = 0.0, svv = 0.0;
-    for (int j = 0; j < n; ++j) {
-      const int v = kIq4nlValues[nearest_iq4(x[j], d0)];
-      sxv += static_cast<double>(x[j]) * v;
-      svv += static_cast<double>(v) * v;
-    }
-    for (float d : {d0, svv > 0.0 ? static_cast<float>(sxv / svv) : d0}) {
-      const double e = error_of(d);
-      if (e < best_err) {
-        best_err = e;
-        best_d = d;
-      }
+namespace {
+
+// Index of the table value nearest to v (the upper one on a tie), by bisection.
+int nearest_iq4_index(float v) {
+  const int8_t* t = kIq4nlValues;
+  if (v <= t[0]) return 0;
+  if (v >= t[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < t[mid]) hi = mid;
+    else lo = mid;
+  }
+  return v - t[hi - 1] < t[hi] - v ? hi - 1 : hi;
+}
+
+// Best scale for one group of 32 with weights x^2: start with the largest
+// magnitude at the table's end, refit by weighted least squares, then try 15
+// start scales around it and keep the fit with the largest sumqx^2 / sumq2.
+float fit_iq4_scale(const float* x) {
+  constexpr int n = 32;
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
     }
   }
-  return best_d;
+  if (amax < kGroupMaxEps) return 0.0f;
+  auto sums = [&](float inv_scale, float& sumqx, float& sumq2) {
+    sumqx = sumq2 = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const float q = kIq4nlValues[nearest_iq4_index(inv_scale * x[j])];
+      const float w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+  };
+  float sumqx, sumq2;
+  sums(1.0f / (-max / kIq4nlValues[0]), sumqx, sumq2);
+  float d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+  float best = d * sumqx;
+  for (int t = -7; t <= 7; ++t) {
+    sums(static_cast<float>(t + kIq4nlValues[0]) / max, sumqx, sumq2);
+    if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+void quantize_iq4_group(const float* x, int n_sub, uint16_t* d_out, uint8_t* qs, uint16_t* scales_h,
+                        uint8_t* scales_l) {
+  float scales[8];
+  float max_scale = 0.0f, amax_scale = 0.0f;
+  for (int s = 0; s < n_sub; ++s) {
+    scales[s] = fit_iq4_scale(x + 32 * s);
+    if (std::fabs(scales[s]) > amax_scale) {
+      amax_scale = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  uint8_t idx[kQK_K];
+  if (n_sub == 1) {
+    *d_out = fp32_to_fp16(scales[0]);
+    const float id = scales[0] != 0.0f ? 1.0f / scales[0] : 0.0f;
+    for (int j = 0; j < 32; ++j) idx[j] = static_cast<uint8_t>(nearest_iq4_index(id * x[j]));
+  } else {
+    // Sub-block scales as 6-bit l in [-32, 31] times d; the largest maps to -32.
+    const float d = -max_scale / 32;
+    *d_out = fp32_to_fp16(d);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *scales_h = 0;
+    for (int s = 0; s < n_sub; ++s) {
+      const int l = std::clamp(round_nearest(id * scales[s]), -32, 31);
+      const float dl = d * l;
+      const float idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+      for (int j = 0; j < 32; ++j) idx[32 * s + j] = static_cast<uint8_t>(nearest_iq4_index(idl * x[32 * s + j]));
+      const int stored = l + 32;
+      if (s % 2 == 0) scales_l[s / 2] = static_cast<uint8_t>(stored & 0x0f);
+      else scales_l[s / 2] |= static_cast<uint8_t>((stored & 0x0f) << 4);
+      *scales_h |= static_cast<uint16_t>((stored >> 4) << (2 * s));
+    }
+  }
+  for (int s = 0; s < n_sub; ++s)
+    for (int j = 0; j < 16; ++j)
+      qs[16 * s + j] = static_cast<uint8_t>(idx[32 * s + j] | idx[32 * s + 16 + j] << 4);
 }
 
 void q4_1_to_float(const void* src, float* dst, int64_t n) {
@@ -216,13 +271,7 @@ void iq4_nl_to_float(const void* src, float* dst, int64_t n) {
 
 void iq4_nl_from_float(const float* src, void* dst, int64_t n) {
   auto* blocks = static_cast<BlockIQ4_NL*>(dst);
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float* x = src + b * kQK;
-    blocks[b].d = fp32_to_fp16(fit_iq4_scale(x, kQK));
-    const float d = fp16_to_fp32(blocks[b].d);  // pick indices for the stored scale
-    for (int j = 0; j < 16; ++j)
-      blocks[b].qs[j] = static_cast<uint8_t>(nearest_iq4(x[j], d) | nearest_iq4(x[j + 16], d) << 4);
-  }
+  for (int64_t b = 0; b < n / kQK; ++b) quantize_iq4_group(src + b * kQK, 1, &blocks[b].d, blocks[b].qs, nullptr, nullptr);
 }
 
 void mxfp4_to_float(const void* src, float* dst, int64_t n) {

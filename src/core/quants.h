@@ -2,6 +2,9 @@
 // than Q8_0 / Q4_0 (which live in types.cpp). Written for clarity, not speed:
 // the CPU kernels and `loom quantize` build on these, and tests check the
 // layouts against hand-packed blocks. n is a multiple of the block size.
+// Quantization follows llama.cpp's algorithms without an importance matrix
+// (quantize_row_*_ref, and quantize_iq4_nl / quantize_iq4_xs), with the same
+// float operations in the same order, so that it writes the same bytes.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +37,18 @@ void iq4_xs_to_float(const void* src, float* dst, int64_t n);
 void iq4_xs_from_float(const float* src, void* dst, int64_t n);
 
 // Shared by both files.
+// Groups whose largest magnitude is below this count as all zero.
+inline constexpr float kGroupMaxEps = 1e-15f;
 // The element of largest magnitude, with its sign (0 for an all-zero group).
 float signed_absmax(const float* x, int n);
-// The best d for x ~ d * kIq4nlValues[q] over a group of n: a few candidate
-// scales around max / -127, each refitted by least squares.
-float fit_iq4_scale(const float* x, int n);
-// Index of the table value nearest to x / d (0 when d is 0).
-int nearest_iq4(float x, float d);
+// Round to nearest, ties to even, as llama.cpp's nearest_int does it: the
+// float sum x + 1.5 * 2^23 keeps the integer in its low mantissa bits (exact
+// for |x| < 2^22; beyond that it gives the same wrapped value llama.cpp gets).
+int round_nearest(float x);
+// llama.cpp's non-linear 4-bit search (IQ4_NL with n_sub = 1, IQ4_XS with
+// n_sub = 8 sub-blocks of 32): x[32 * n_sub] ~ scale * kIq4nlValues[q].
+// Writes the fp16 super-block scale, the 4-bit indices (16 bytes per 32
+// elements), and for n_sub > 1 the 6-bit sub-block scales.
+void quantize_iq4_group(const float* x, int n_sub, uint16_t* d, uint8_t* qs, uint16_t* scales_h, uint8_t* scales_l);
 
 }  // namespace loom::quants

@@ -7,7 +7,9 @@
 // usage: node model-parity.mjs LOOM_BINARY MODEL:TOLERANCE:GREEDY[:LOOM ARGS] ...
 //   TOLERANCE  max |difference| allowed, relative to Loom's logit range
 //   GREEDY     tokens of greedy generation that must match (0: report only)
-//   LOOM ARGS  extra `loom eval` options, space-separated (e.g. "-ngl 99")
+//   LOOM ARGS  extra `loom eval` options, space-separated (e.g. "-ngl 99"), or
+//              "llama.cpp=OTHER.gguf": compare llama.cpp on MODEL with llama.cpp
+//              on OTHER (e.g. Loom's and llama.cpp's quantization of one source)
 // llama.cpp runs each model once; Loom once per case.
 import {execFileSync} from "node:child_process";
 import {getLlama} from "node-llama-cpp";
@@ -50,11 +52,22 @@ for (const spec of cases) {
   const [modelPath, tolerance, greedyNeeded, extra = ""] = spec.split(":");
   const {tokens, probs, llamaGenerated} = await llamaCpp(modelPath);
 
-  // Loom on the same tokens.
-  const extraArgs = extra.split(" ").filter(a => a.length > 0);
-  const out = JSON.parse(execFileSync(loom, ["eval", "-m", modelPath, "--tokens", tokens.join(","),
-                                             "--generate", String(nGenerate), "-t", "2", ...extraArgs],
-                                      {maxBuffer: 1 << 28}).toString());
+  let out;
+  if (extra.startsWith("llama.cpp=")) {
+    // llama.cpp on the other file, its log-probabilities as logits.
+    const other = await llamaCpp(extra.slice("llama.cpp=".length));
+    const entries = [...other.probs];
+    const logits = new Array(Math.max(...entries.map(([t]) => t)) + 1).fill(-Infinity);
+    for (const [t, p] of entries) logits[t] = p > 0 ? Math.log(p) : -Infinity;
+    const finite = logits.filter(Number.isFinite), low = Math.min(...finite);
+    out = {logits: [logits.map(v => Number.isFinite(v) ? v : low)], generated: other.llamaGenerated};
+  } else {
+    // Loom on the same tokens.
+    const extraArgs = extra.split(" ").filter(a => a.length > 0);
+    out = JSON.parse(execFileSync(loom, ["eval", "-m", modelPath, "--tokens", tokens.join(","),
+                                         "--generate", String(nGenerate), "-t", "2", ...extraArgs],
+                                  {maxBuffer: 1 << 28}).toString());
+  }
   const logits = out.logits[out.logits.length - 1];
   const loomMax = Math.max(...logits), loomMin = Math.min(...logits);
   let refMax = -Infinity;

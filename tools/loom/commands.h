@@ -10,6 +10,7 @@ int cmd_test_ops(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_bench(int argc, char** argv);

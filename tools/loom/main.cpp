@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"eval", loom::cli::cmd_eval, "print the logits of given tokens as JSON"},
     {"bench", loom::cli::cmd_bench, "measure prompt and generation speed (tokens/s), like llama-bench"},
     {"make-model", loom::cli::cmd_make_model, "write a llama GGUF file with reproducible random weights"},
+    {"quantize", loom::cli::cmd_quantize, "quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...)"},
     {"inspect", loom::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"tokenize", loom::cli::cmd_tokenize, "tokenize a prompt with a GGUF file's vocabulary (ids and pieces)"},
     {"apply-template", loom::cli::cmd_apply_template, "render a chat template over messages (JSON) and print the text"},
