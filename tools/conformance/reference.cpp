@@ -1,9 +1,11 @@
 #include "conformance/reference.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "loom/error.h"
 #include "loom/op.h"
@@ -47,6 +49,12 @@ double unary_value(const Tensor& node, double x) {
       return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
     }
     case Op::Relu: return x > 0.0 ? x : 0.0;
+    case Op::Tanh: return std::tanh(x);
+    case Op::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Op::Clamp: {
+      const ClampParams p = clamp_params(node);
+      return std::min(std::max(x, static_cast<double>(p.min)), static_cast<double>(p.max));
+    }
     default: fail("reference: {} is not a unary op", op_name(node.op));
   }
 }
@@ -129,6 +137,40 @@ Dense ref_mul_mat(const Tensor& node, const RefMemory& m) {
     double sum = 0.0;
     for (int64_t k = 0; k < K; ++k) sum += m.at(a, k, i, j2 / r2, j3 / r3) * m.at(b, k, j, j2, j3);
     out.at(i, j, j2, j3) = sum;
+  });
+  return out;
+}
+
+// out[i, s, t] = sum_k as[k, i, ids[s, t]] * b[k, s % b.ne1, t]
+Dense ref_mul_mat_id(const Tensor& node, const RefMemory& m) {
+  const Tensor& as = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  Dense out(node.ne);
+  for_each_index(node.ne, [&](int64_t i, int64_t s, int64_t t, int64_t) {
+    const auto e = static_cast<int64_t>(m.at(ids, s, t, 0, 0));
+    if (e < 0 || e >= as.ne[2]) fail("reference mul_mat_id: expert id {} outside [0, {})", e, as.ne[2]);
+    double sum = 0.0;
+    for (int64_t k = 0; k < as.ne[0]; ++k) sum += m.at(as, k, i, e, 0) * m.at(b, k, s % b.ne[1], t, 0);
+    out.at(i, s, t, 0) = sum;
+  });
+  return out;
+}
+
+// Per row, the indices in the order of their values (ascending or
+// descending); equal values in index order, NaNs last.
+Dense ref_argsort(const Tensor& node, const RefMemory& m) {
+  const Tensor& a = *node.src[0];
+  const bool descending = argsort_params(node).order == SortOrder::Descending;
+  Dense out(node.ne);
+  for_each_index({1, a.ne[1], a.ne[2], a.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
+    std::vector<std::pair<double, int64_t>> row;
+    for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) row.emplace_back(m.at(a, i0, i1, i2, i3), i0);
+    auto key = [descending](const std::pair<double, int64_t>& e) {  // NaN last, ties by index
+      return std::tuple(std::isnan(e.first), std::isnan(e.first) ? 0.0 : (descending ? -e.first : e.first), e.second);
+    };
+    std::sort(row.begin(), row.end(), [&key](const auto& l, const auto& r) { return key(l) < key(r); });
+    for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) out.at(i0, i1, i2, i3) = static_cast<double>(row[i0].second);
   });
   return out;
 }
@@ -331,7 +373,12 @@ std::vector<double> reference_op(const Tensor& node, const RefMemory& m) {
     case Op::Sqrt:
     case Op::Silu:
     case Op::Gelu:
-    case Op::Relu: return ref_unary(node, m).v;
+    case Op::Relu:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Clamp: return ref_unary(node, m).v;
+    case Op::Argsort: return ref_argsort(node, m).v;
+    case Op::MulMatId: return ref_mul_mat_id(node, m).v;
     case Op::SumRows: return ref_sum_rows(node, m).v;
     case Op::MulMat: return ref_mul_mat(node, m).v;
     case Op::RmsNorm:
