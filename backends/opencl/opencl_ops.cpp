@@ -118,7 +118,8 @@ bool kernel_supports(const Tensor& node) {
              (rope_params(node).mode == RopeMode::Normal || rope_params(node).mode == RopeMode::NeoX);
     case Op::SoftMax:
       return node.type == DType::F32 && a->type == DType::F32 &&
-             (!b || ((b->type == DType::F32 || b->type == DType::F16) && b->has_contiguous_rows()));
+             (!b || ((b->type == DType::F32 || b->type == DType::F16) && b->has_contiguous_rows())) &&
+             (!node.src[2] || node.src[2]->type == DType::F32);
     case Op::MulMat:
       return node.type == DType::F32 && b->type == DType::F32 && a->has_contiguous_rows() &&
              (is_plain_float(a->type) || is_quantized(a->type));
@@ -238,9 +239,12 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     }
     case Op::SoftMax: {
       auto [k, args] = start("k_soft_max");
+      const Tensor* sinks = node.src[2];
       args.tensor(*a);
       if (b) args.tensor(*b); else args.absent();
-      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_float{soft_max_params(node).scale});
+      if (sinks) args.tensor(*sinks); else args.absent();
+      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_int{sinks != nullptr})
+          .value(cl_float{soft_max_params(node).scale});
       return launch(k, "k_soft_max", a->nrows(), 1, 1);
     }
     case Op::Rope: {

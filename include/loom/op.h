@@ -98,7 +98,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOpTable = [] {
       {Op::RmsNorm, "rms_norm", 1, 1, false, kSrc0, K::Norm},
       {Op::Norm, "norm", 1, 1, false, kSrc0, K::Norm},
       {Op::Rope, "rope", 2, 2, false, kSrc0, K::Rope},  // a, positions
-      {Op::SoftMax, "soft_max", 1, 2, false, kSrc0, K::SoftMax},  // a, optional mask
+      {Op::SoftMax, "soft_max", 1, 3, false, kSrc0, K::SoftMax},  // a, optional mask, optional sinks
       {Op::Silu, "silu", 1, 1, false, kSrc0, K::None},
       {Op::Gelu, "gelu", 1, 1, false, kSrc0, K::None},
       {Op::Relu, "relu", 1, 1, false, kSrc0, K::None},

@@ -62,7 +62,10 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& param
 
 // softmax(a * scale + mask) along dim 0. mask (optional, F32 or F16) is
 // [a.ne0, >= a.ne1, m2, m3] with a.ne2 % m2 == 0 and a.ne3 % m3 == 0.
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
+// sinks (optional, F32 [a.ne2]: attention sinks, one per head) add one more
+// logit sinks[i2] to every row of a: it takes part in the max and the sum
+// but has no output (gpt-oss).
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, Tensor* sinks = nullptr);
 
 // Index of the largest element of each row of a 2-D F32 tensor: I32 [ne1].
 Tensor* argmax(Context& ctx, Tensor* a);

@@ -199,7 +199,7 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& p) {
   return r;
 }
 
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sinks) {
   const Op op = Op::SoftMax;
   require_nonnull(op, {a});
   require(a->type == DType::F32, op, "operand must be f32", a);
@@ -210,7 +210,10 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
             op, "mask must be [a.ne0, >= a.ne1, divisor of a.ne2, divisor of a.ne3]", a, mask);
     require(mask->has_contiguous_rows(), op, "mask rows must be contiguous", a, mask);
   }
-  Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, mask});
+  if (sinks)
+    require(sinks->type == DType::F32 && sinks->n_dims() == 1 && sinks->ne[0] == a->ne[2], op,
+            "sinks must be f32 [a.ne2]", a, sinks);
+  Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, mask, sinks});
   set_soft_max_params(*r, {scale});
   return r;
 }

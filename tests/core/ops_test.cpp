@@ -94,6 +94,10 @@ TEST(Ops, RopeAndSoftMaxChecks) {
   EXPECT_NO_THROW(soft_max(ctx, kq, mask, 0.1f));
   Tensor* mask_short = ctx.new_tensor(DType::F32, {10, 4});
   EXPECT_THROW(soft_max(ctx, kq, mask_short), Error);
+  Tensor* sinks = ctx.new_tensor(DType::F32, {8});  // one per head (kq.ne2)
+  EXPECT_EQ(soft_max(ctx, kq, mask, 0.1f, sinks)->src[2], sinks);
+  EXPECT_THROW(soft_max(ctx, kq, mask, 0.1f, ctx.new_tensor(DType::F32, {5})), Error);
+  EXPECT_THROW(soft_max(ctx, kq, mask, 0.1f, ctx.new_tensor(DType::F16, {8})), Error);
 }
 
 TEST(Ops, MulMatIdShapes) {

@@ -3,6 +3,8 @@
 // of experts, every weight type, with the experts chosen by a real top-k).
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "conformance/cases.h"
 #include "loom/ops.h"
 
@@ -123,12 +125,36 @@ void add_mul_mat_id(std::vector<Case>& cases) {
   }
 }
 
+// The MoE router as llama.cpp's families build it: softmax of the logits,
+// top-k, the chosen probabilities by get_rows on a 3-D view with strided
+// indices, renormalised by their clamped sum (sum_rows, clamp, div).
+void add_moe_router(std::vector<Case>& cases) {
+  struct Router {
+    int64_t n_expert, n_used, n_tokens;
+  };
+  for (const Router r : {Router{8, 2, 5}, Router{128, 8, 7}}) {
+    cases.push_back(make_case(fmt::format("moe_router(n_expert={},n_used={},tokens={})", r.n_expert, r.n_used,
+                                          r.n_tokens),
+                              Op::Div, DType::F32, [r](CaseGraph& g) {
+                                Context& c = g.ctx;
+                                Tensor* probs = soft_max(c, g.input(DType::F32, {r.n_expert, r.n_tokens, 1, 1}));
+                                Tensor* selected = top_k(c, probs, r.n_used);
+                                Tensor* w = get_rows(c, reshape(c, probs, {1, r.n_expert, r.n_tokens, 1}), selected);
+                                w = reshape(c, w, {r.n_used, r.n_tokens, 1, 1});
+                                Tensor* sum = clamp(c, sum_rows(c, w), 6.103515625e-5f,
+                                                    std::numeric_limits<float>::infinity());
+                                return div(c, w, sum);
+                              }));
+  }
+}
+
 }  // namespace
 
 void add_family_cases(std::vector<Case>& cases) {
   add_activations(cases);
   add_argsort(cases);
   add_mul_mat_id(cases);
+  add_moe_router(cases);
 }
 
 }  // namespace loom::conformance::detail

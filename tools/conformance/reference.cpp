@@ -228,10 +228,12 @@ Dense ref_rope(const Tensor& node, const RefMemory& m) {
 }
 
 // softmax(a * scale + mask) along dim 0; the mask row is (i1, i2 % m2, i3 % m3).
-// A row whose every element is -inf gives zeros.
+// A row whose every element is -inf gives zeros. With sinks, sinks[i2] is one
+// more logit of every row, in the max and the sum only.
 Dense ref_soft_max(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
   const Tensor* mask = node.src[1];
+  const Tensor* sinks = node.src[2];
   const double scale = soft_max_params(node).scale;
   const int64_t n = a.ne[0];
   Dense out(node.ne);
@@ -243,8 +245,10 @@ Dense ref_soft_max(const Tensor& node, const RefMemory& m) {
       if (mask) x[i0] += m.at(*mask, i0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
       max = std::max(max, x[i0]);
     }
+    const double sink = sinks ? m.at(*sinks, i2, 0, 0, 0) : -std::numeric_limits<double>::infinity();
+    max = std::max(max, sink);
     if (max == -std::numeric_limits<double>::infinity()) return;  // stays zero
-    double sum = 0.0;
+    double sum = std::exp(sink - max);
     for (int64_t i0 = 0; i0 < n; ++i0) sum += std::exp(x[i0] - max);
     for (int64_t i0 = 0; i0 < n; ++i0) out.at(i0, i1, i2, i3) = std::exp(x[i0] - max) / sum;
   });
