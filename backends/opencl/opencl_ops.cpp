@@ -115,6 +115,7 @@ bool kernel_supports(const Tensor& node) {
       return a->type == b->type && node.type == a->type && (is_plain_float(a->type) || a->type == DType::I32);
     case Op::Rope:
       return node.type == DType::F32 && a->type == DType::F32 && b->type == DType::I32 &&
+             (!node.src[2] || node.src[2]->type == DType::F32) &&
              (rope_params(node).mode == RopeMode::Normal || rope_params(node).mode == RopeMode::NeoX);
     case Op::SoftMax:
       return node.type == DType::F32 && a->type == DType::F32 &&
@@ -250,9 +251,11 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     case Op::Rope: {
       const RopeParams rp = rope_params(node);
       const int n_dims = rp.n_dims;
+      const Tensor* factors = node.src[2];
       auto [k, args] = start("k_rope");
-      args.tensor(*a).tensor(*b).tensor(node).value(cl_int{n_dims})
-          .value(cl_int{rp.mode == RopeMode::NeoX})
+      args.tensor(*a).tensor(*b);
+      if (factors) args.tensor(*factors); else args.absent();
+      args.tensor(node).value(cl_int{n_dims}).value(cl_int{rp.mode == RopeMode::NeoX}).value(cl_int{factors != nullptr})
           .value(cl_float{rp.freq_base}).value(cl_float{rp.freq_scale});
       return launch(k, "k_rope", n_dims / 2 + (a->ne[0] - n_dims), a->nrows(), 1);
     }

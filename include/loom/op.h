@@ -97,7 +97,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOpTable = [] {
       {Op::MulMat, "mul_mat", 2, 2, false, 0, K::None},
       {Op::RmsNorm, "rms_norm", 1, 1, false, kSrc0, K::Norm},
       {Op::Norm, "norm", 1, 1, false, kSrc0, K::Norm},
-      {Op::Rope, "rope", 2, 2, false, kSrc0, K::Rope},  // a, positions
+      {Op::Rope, "rope", 2, 3, false, kSrc0, K::Rope},  // a, positions, optional freq factors
       {Op::SoftMax, "soft_max", 1, 3, false, kSrc0, K::SoftMax},  // a, optional mask, optional sinks
       {Op::Silu, "silu", 1, 1, false, kSrc0, K::None},
       {Op::Gelu, "gelu", 1, 1, false, kSrc0, K::None},

@@ -58,7 +58,10 @@ Tensor* rms_norm(Context& ctx, Tensor* a, float eps);
 Tensor* norm(Context& ctx, Tensor* a, float eps);
 
 // a [head_dim, n_head, n_tokens, 1], positions I32 [n_tokens] (RopeParams: op_params.h).
-Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& params);
+// freq_factors (optional, F32 [n_dims / 2]: Llama 3.1's rope_freqs.weight,
+// Phi-3's long/short factors) divide each pair's frequency: theta_k / f[k].
+Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& params,
+             Tensor* freq_factors = nullptr);
 
 // softmax(a * scale + mask) along dim 0. mask (optional, F32 or F16) is
 // [a.ne0, >= a.ne1, m2, m3] with a.ne2 % m2 == 0 and a.ne3 % m3 == 0.

@@ -182,7 +182,7 @@ Tensor* norm(Context& ctx, Tensor* a, float eps) {
   return r;
 }
 
-Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& p) {
+Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& p, Tensor* freq_factors) {
   const Op op = Op::Rope;
   require_nonnull(op, {a, positions});
   require(a->type == DType::F32, op, "operand must be f32", a);
@@ -192,7 +192,10 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& p) {
   require(n_dims % 2 == 0 && n_dims > 0 && n_dims <= a->ne[0], op,
           "rotated dims must be even and at most ne0", a);
   require(p.mode == RopeMode::Normal || p.mode == RopeMode::NeoX, op, "unknown rope mode", a);
-  Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, positions});
+  if (freq_factors)
+    require(freq_factors->type == DType::F32 && freq_factors->n_dims() == 1 && freq_factors->ne[0] == n_dims / 2,
+            op, fmt::format("frequency factors must be f32 [n_dims / 2 = {}]", n_dims / 2), a, freq_factors);
+  Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, positions, freq_factors});
   RopeParams stored = p;
   stored.n_dims = n_dims;  // resolved: kernels never see 0
   set_rope_params(*r, stored);

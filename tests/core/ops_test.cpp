@@ -89,6 +89,9 @@ TEST(Ops, RopeAndSoftMaxChecks) {
   Tensor* pos_bad = ctx.new_tensor(DType::I32, {4});
   EXPECT_THROW(rope(ctx, q, pos_bad, {}), Error);
   EXPECT_THROW(rope(ctx, q, pos, {.n_dims = 63}), Error);
+  Tensor* factors = ctx.new_tensor(DType::F32, {16});  // n_dims / 2
+  EXPECT_EQ(rope(ctx, q, pos, {.n_dims = 32}, factors)->src[2], factors);
+  EXPECT_THROW(rope(ctx, q, pos, {}, factors), Error);  // 64 rotated dims need 32 factors
   Tensor* kq = ctx.new_tensor(DType::F32, {10, 5, 8});
   Tensor* mask = ctx.new_tensor(DType::F16, {10, 8});
   EXPECT_NO_THROW(soft_max(ctx, kq, mask, 0.1f));

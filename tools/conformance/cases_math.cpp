@@ -98,6 +98,23 @@ void add_rope(std::vector<Case>& cases) {
       {{64, 3, 4, 1}, 16, 10000.0f, 1.0f, L::Strided},
       {{34, 3, 4, 1}, 0, 10000.0f, 1.0f, L::Shuffled},
   };
+  // Frequency factors (Llama 3.1's rope_freqs.weight), uniform in [0.1, 4).
+  const Shapes with_factors[] = {{{64, 4, 5, 1}}, {{64, 3, 4, 1}, 32}, {{34, 3, 4, 1}, 0, 500000.0f, 1.0f, L::Permuted}};
+  for (RopeMode mode : {RopeMode::Normal, RopeMode::NeoX}) {
+    for (const Shapes& s : with_factors) {
+      const RopeParams params{s.n_dims, mode, s.freq_base, s.freq_scale};
+      const int64_t n_pairs = (s.n_dims == 0 ? s.ne[0] : s.n_dims) / 2;
+      cases.push_back(make_case(fmt::format("rope(mode={},a={},n_dims={},base={},factors)",
+                                            mode == RopeMode::NeoX ? "neox" : "normal", shape_name(s.ne, s.layout),
+                                            s.n_dims, s.freq_base),
+                                Op::Rope, DType::F32, [s, params, n_pairs](CaseGraph& g) {
+                                  Tensor* a = operand(g, DType::F32, s.ne, s.layout);
+                                  Tensor* pos = g.input(DType::I32, {s.ne[2], 1, 1, 1}, {Fill::Kind::Positions, 512});
+                                  Tensor* f = g.input(DType::F32, {n_pairs, 1, 1, 1}, {Fill::Kind::Positive});
+                                  return rope(g.ctx, a, pos, params, f);
+                                }));
+    }
+  }
   for (RopeMode mode : {RopeMode::Normal, RopeMode::NeoX}) {
     for (const Shapes& s : list) {
       const RopeParams params{s.n_dims, mode, s.freq_base, s.freq_scale};

@@ -199,7 +199,8 @@ Dense ref_norm(const Tensor& node, const RefMemory& m) {
 }
 
 // Rotates pairs of the first n_dims elements of each row by
-// theta_k = position * freq_scale * freq_base^(-2k / n_dims). Normal mode
+// theta_k = position * freq_scale * freq_base^(-2k / n_dims) / factor_k
+// (factor_k = 1 without frequency factors). Normal mode
 // pairs (2k, 2k+1), NeoX pairs (k, k + n_dims/2); the rest pass through.
 Dense ref_rope(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
@@ -215,8 +216,9 @@ Dense ref_rope(const Tensor& node, const RefMemory& m) {
   for_each_index({1, a.ne[1], a.ne[2], a.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
     const double position = m.at(positions, i2, 0, 0, 0);
     for (int64_t k = 0; k < n_dims / 2; ++k) {
-      const double theta =
-          position * freq_scale * std::pow(freq_base, -2.0 * static_cast<double>(k) / static_cast<double>(n_dims));
+      const double factor = node.src[2] ? m.at(*node.src[2], k, 0, 0, 0) : 1.0;
+      const double theta = position * freq_scale *
+                           std::pow(freq_base, -2.0 * static_cast<double>(k) / static_cast<double>(n_dims)) / factor;
       const int64_t j0 = neox ? k : 2 * k;
       const int64_t j1 = neox ? k + n_dims / 2 : 2 * k + 1;
       const double x0 = m.at(a, j0, i1, i2, i3), x1 = m.at(a, j1, i1, i2, i3);

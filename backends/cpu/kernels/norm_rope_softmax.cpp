@@ -57,10 +57,13 @@ void compute_rope(const ComputeParams& p, Tensor& dst) {
   const bool neox = rp.mode == RopeMode::NeoX;
   const float base = rp.freq_base, freq_scale = rp.freq_scale;
   const int64_t head_dim = a.ne[0];
-  // inv_freq[k] = base^(-2k / n_dims), shared by every row.
+  // inv_freq[k] = base^(-2k / n_dims) / factor[k], shared by every row.
+  const Tensor* factors = dst.src[2];
   std::vector<float> inv_freq(n_dims / 2);
-  for (int k = 0; k < n_dims / 2; ++k)
+  for (int k = 0; k < n_dims / 2; ++k) {
     inv_freq[k] = std::pow(base, -2.0f * static_cast<float>(k) / static_cast<float>(n_dims));
+    if (factors) inv_freq[k] /= *reinterpret_cast<const float*>(static_cast<const char*>(factors->data) + k * factors->nb[0]);
+  }
   std::vector<float> x(head_dim), y(head_dim);
   // cos and sin of the current position, recomputed only when it changes
   // (rows of one token's heads are consecutive).

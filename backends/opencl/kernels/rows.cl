@@ -103,7 +103,9 @@ kernel void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(s), TENSOR(d), int mask_type
 
 // Launched over (pairs + passed-through elements, rows): work-item k below
 // n_dims / 2 rotates one pair, the others copy one element past n_dims.
-kernel void k_rope(TENSOR(a), TENSOR(pos), TENSOR(d), int n_dims, int neox, float base, float freq_scale) {
+// f (has_factors): per-pair frequency factors, theta_k / f[k].
+kernel void k_rope(TENSOR(a), TENSOR(pos), TENSOR(f), TENSOR(d), int n_dims, int neox, int has_factors, float base,
+                   float freq_scale) {
   const long k = get_global_id(0);
   const long r = get_global_id(1);
   const int half_dims = n_dims / 2;
@@ -117,7 +119,8 @@ kernel void k_rope(TENSOR(a), TENSOR(pos), TENSOR(d), int n_dims, int neox, floa
     return;
   }
   const int position = *(global const int*)(pos_p + pos_off + i2 * pos_nb.x);
-  const float inv_freq = pow(base, -2.0f * (float)k / (float)n_dims);
+  float inv_freq = pow(base, -2.0f * (float)k / (float)n_dims);
+  if (has_factors) inv_freq /= *(global const float*)(f_p + f_off + k * f_nb.x);
   const float theta = freq_scale * (float)position * inv_freq;
   const float c = cos(theta), s = sin(theta);
   const long j0 = neox ? k : 2 * k;
