@@ -101,11 +101,15 @@ bool kernel_supports(const Tensor& node) {
     case Op::Silu:
     case Op::Gelu:
     case Op::Relu:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Clamp:
     case Op::SumRows:
     case Op::RmsNorm:
     case Op::Norm:
       return node.type == DType::F32 && a->type == DType::F32;
     case Op::Argmax:
+    case Op::Argsort:
       return node.type == DType::I32 && a->type == DType::F32;
     case Op::Concat:
       return a->type == b->type && node.type == a->type && (is_plain_float(a->type) || a->type == DType::I32);
@@ -115,10 +119,14 @@ bool kernel_supports(const Tensor& node) {
              (rope_params(node).mode == RopeMode::Normal || rope_params(node).mode == RopeMode::NeoX);
     case Op::SoftMax:
       return node.type == DType::F32 && a->type == DType::F32 &&
-             (!b || ((b->type == DType::F32 || b->type == DType::F16) && b->has_contiguous_rows()));
+             (!b || ((b->type == DType::F32 || b->type == DType::F16) && b->has_contiguous_rows())) &&
+             (!node.src[2] || node.src[2]->type == DType::F32);
     case Op::MulMat:
       return node.type == DType::F32 && b->type == DType::F32 && a->has_contiguous_rows() &&
              (is_plain_float(a->type) || is_quantized(a->type));
+    case Op::MulMatId:
+      return node.type == DType::F32 && b->type == DType::F32 && node.src[2]->type == DType::I32 &&
+             a->has_contiguous_rows() && (is_plain_float(a->type) || is_quantized(a->type));
     default:
       return false;  // no OpenCL kernel
   }
@@ -185,8 +193,14 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     case Op::Sqrt:
     case Op::Silu:
     case Op::Gelu:
-    case Op::Relu: {
-      const ScaleParams sp = node.op == Op::Scale ? scale_params(node) : ScaleParams{0.0f, 0.0f};
+    case Op::Relu:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Clamp: {
+      // p0, p1: scale and bias, or clamp's min and max
+      ScaleParams sp{0.0f, 0.0f};
+      if (node.op == Op::Scale) sp = scale_params(node);
+      if (node.op == Op::Clamp) sp = {clamp_params(node).min, clamp_params(node).max};
       auto [k, args] = start("k_unary");
       args.tensor(*a).tensor(node).value(op_code(node.op)).value(cl_float{sp.scale}).value(cl_float{sp.bias});
       return launch(k, "k_unary", node.ne[0], rows, mats);
@@ -204,6 +218,20 @@ void OpenClBackend::enqueue_node(Tensor& node) {
       args.tensor(*a).tensor(node);
       return launch(k, name, a->nrows(), 1, 1);
     }
+    case Op::Argsort: {
+      auto [k, args] = start("k_argsort");
+      args.tensor(*a).tensor(node).value(cl_int{argsort_params(node).order == SortOrder::Descending});
+      return launch(k, "k_argsort", a->ne[0], a->nrows(), 1);
+    }
+    case Op::MulMatId: {
+      const Tensor* ids = node.src[2];
+      auto [k, args] = start("k_mul_mat_id");
+      const int label = add_error_label(
+          fmt::format("mul_mat_id '{}': expert id of '{}' outside [0, {})", node.name, ids->name, a->ne[2]));
+      args.tensor(*a).value(type_code(a->type)).tensor(*b).tensor(*ids).tensor(node).value(dummy)
+          .value(cl_int{label});
+      return launch(k, "k_mul_mat_id", a->ne[1], ids->ne[0], ids->ne[1]);
+    }
     case Op::RmsNorm:
     case Op::Norm: {
       auto [k, args] = start("k_norm");
@@ -212,16 +240,19 @@ void OpenClBackend::enqueue_node(Tensor& node) {
     }
     case Op::SoftMax: {
       auto [k, args] = start("k_soft_max");
+      const Tensor* sinks = node.src[2];
       args.tensor(*a);
       if (b) args.tensor(*b); else args.absent();
-      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_float{soft_max_params(node).scale});
+      if (sinks) args.tensor(*sinks); else args.absent();
+      args.tensor(node).value(cl_int{b ? type_code(b->type) : -1}).value(cl_int{sinks != nullptr})
+          .value(cl_float{soft_max_params(node).scale});
       return launch(k, "k_soft_max", a->nrows(), 1, 1);
     }
     case Op::Rope: {
       const RopeParams rp = rope_params(node);
       const int n_dims = rp.n_dims;
-      auto [k, args] = start("k_rope");
       const Tensor* factors = node.src[2];
+      auto [k, args] = start("k_rope");
       args.tensor(*a).tensor(*b);
       if (factors) args.tensor(*factors); else args.absent();
       args.tensor(node).value(cl_int{n_dims}).value(cl_int{rp.mode == RopeMode::NeoX}).value(cl_int{factors != nullptr})

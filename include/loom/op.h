@@ -39,6 +39,11 @@ enum class Op : uint8_t {
   Relu,
   Argmax,
   Concat,
+  Tanh,
+  Sigmoid,
+  Clamp,
+  Argsort,
+  MulMatId,
   View,
   Reshape,
   Permute,
@@ -49,7 +54,7 @@ enum class Op : uint8_t {
 inline constexpr size_t kOpCount = static_cast<size_t>(Op::Count);
 
 // Which parameter struct (op_params.h) an op's op_params hold.
-enum class OpParamsKind : uint8_t { None, Scale, Norm, Rope, SoftMax, Concat, Permute };
+enum class OpParamsKind : uint8_t { None, Scale, Norm, Rope, SoftMax, Concat, Permute, Clamp, Argsort };
 
 struct OpInfo {
   Op op;
@@ -93,12 +98,17 @@ inline constexpr std::array<OpInfo, kOpCount> kOpTable = [] {
       {Op::RmsNorm, "rms_norm", 1, 1, false, kSrc0, K::Norm},
       {Op::Norm, "norm", 1, 1, false, kSrc0, K::Norm},
       {Op::Rope, "rope", 2, 3, false, kSrc0, K::Rope},  // a, positions, optional freq factors
-      {Op::SoftMax, "soft_max", 1, 2, false, kSrc0, K::SoftMax},  // a, optional mask
+      {Op::SoftMax, "soft_max", 1, 3, false, kSrc0, K::SoftMax},  // a, optional mask, optional sinks
       {Op::Silu, "silu", 1, 1, false, kSrc0, K::None},
       {Op::Gelu, "gelu", 1, 1, false, kSrc0, K::None},
       {Op::Relu, "relu", 1, 1, false, kSrc0, K::None},
       {Op::Argmax, "argmax", 1, 1, false, 0, K::None},
       {Op::Concat, "concat", 2, 2, false, 0, K::Concat},
+      {Op::Tanh, "tanh", 1, 1, false, kSrc0, K::None},
+      {Op::Sigmoid, "sigmoid", 1, 1, false, kSrc0, K::None},
+      {Op::Clamp, "clamp", 1, 1, false, kSrc0, K::Clamp},
+      {Op::Argsort, "argsort", 1, 1, false, 0, K::Argsort},
+      {Op::MulMatId, "mul_mat_id", 3, 3, false, 0, K::None},  // expert weights, b, expert ids
       {Op::View, "view", 1, 1, true, 0, K::None},
       {Op::Reshape, "reshape", 1, 1, true, 0, K::None},
       {Op::Permute, "permute", 1, 1, true, 0, K::Permute},
@@ -128,5 +138,8 @@ constexpr bool op_has_kernel(Op op) { return op != Op::None && static_cast<size_
 
 // Rope modes (RopeParams::mode).
 enum class RopeMode : int32_t { Normal = 0, NeoX = 2 };
+
+// Argsort orders (ArgsortParams::order).
+enum class SortOrder : int32_t { Ascending = 0, Descending = 1 };
 
 }  // namespace loom

@@ -43,6 +43,17 @@ struct PermuteParams {
   std::array<int32_t, 4> axis{0, 1, 2, 3};
 };
 
+// clamp: min(max(a, min), max)
+struct ClampParams {
+  float min = 0.0f;
+  float max = 0.0f;
+};
+
+// argsort: the order of each row's indices
+struct ArgsortParams {
+  SortOrder order = SortOrder::Ascending;
+};
+
 ScaleParams scale_params(const Tensor& node);
 void set_scale_params(Tensor& node, const ScaleParams& p);
 NormParams norm_params(const Tensor& node);
@@ -55,5 +66,9 @@ ConcatParams concat_params(const Tensor& node);
 void set_concat_params(Tensor& node, const ConcatParams& p);
 PermuteParams permute_params(const Tensor& node);
 void set_permute_params(Tensor& node, const PermuteParams& p);
+ClampParams clamp_params(const Tensor& node);
+void set_clamp_params(Tensor& node, const ClampParams& p);
+ArgsortParams argsort_params(const Tensor& node);
+void set_argsort_params(Tensor& node, const ArgsortParams& p);
 
 }  // namespace loom

@@ -36,12 +36,23 @@ Tensor* sqrt(Context& ctx, Tensor* a);
 Tensor* silu(Context& ctx, Tensor* a);
 Tensor* gelu(Context& ctx, Tensor* a);  // tanh approximation
 Tensor* relu(Context& ctx, Tensor* a);
+Tensor* tanh(Context& ctx, Tensor* a);
+Tensor* sigmoid(Context& ctx, Tensor* a);  // 1 / (1 + exp(-a))
+// min(max(a, lo), hi); lo <= hi (either may be infinite).
+Tensor* clamp(Context& ctx, Tensor* a, float lo, float hi);
 // Sums along dim 0: [1, ne1, ne2, ne3].
 Tensor* sum_rows(Context& ctx, Tensor* a);
 
 // a [K, M, A2, A3] (a float or quantized type), b [K, N, B2, B3] F32 with
 // B2 % A2 == 0 and B3 % A3 == 0; result F32 [M, N, B2, B3] = a^T b per matrix.
 Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b);
+
+// Mixture of experts: per token, products with the experts `ids` selects.
+// as [K, M, n_expert] holds one weight matrix per expert (a float or
+// quantized type); ids I32 [n_used, n_tokens] (any strides, values in
+// [0, n_expert)); b F32 [K, n_used or 1, n_tokens]. Result F32
+// [M, n_used, n_tokens]: column (s, t) = as[:, :, ids[s, t]]^T b[:, s % b.ne1, t].
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids);
 
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps);
 Tensor* norm(Context& ctx, Tensor* a, float eps);
@@ -54,10 +65,20 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& param
 
 // softmax(a * scale + mask) along dim 0. mask (optional, F32 or F16) is
 // [a.ne0, >= a.ne1, m2, m3] with a.ne2 % m2 == 0 and a.ne3 % m3 == 0.
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f);
+// sinks (optional, F32 [a.ne2]: attention sinks, one per head) add one more
+// logit sinks[i2] to every row of a: it takes part in the max and the sum
+// but has no output (gpt-oss).
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, Tensor* sinks = nullptr);
 
 // Index of the largest element of each row of a 2-D F32 tensor: I32 [ne1].
 Tensor* argmax(Context& ctx, Tensor* a);
+
+// The indices that sort each row of F32 `a` (dim 0): I32, a's shape. Equal
+// values keep their index order (a stable sort), in either order; NaNs last.
+Tensor* argsort(Context& ctx, Tensor* a, SortOrder order);
+// The indices of each row's k largest values, largest first: a view of the
+// first k columns of argsort(a, Descending), I32 [k, ne1, ne2, ne3].
+Tensor* top_k(Context& ctx, Tensor* a, int64_t k);
 
 // a and b joined along `dim`; all other dims equal, same type.
 Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim);

@@ -45,5 +45,9 @@ ConcatParams concat_params(const Tensor& n) { return load<ConcatParams>(n, K::Co
 void set_concat_params(Tensor& n, const ConcatParams& p) { store(n, p, K::Concat, "set_concat_params"); }
 PermuteParams permute_params(const Tensor& n) { return load<PermuteParams>(n, K::Permute, "permute_params"); }
 void set_permute_params(Tensor& n, const PermuteParams& p) { store(n, p, K::Permute, "set_permute_params"); }
+ClampParams clamp_params(const Tensor& n) { return load<ClampParams>(n, K::Clamp, "clamp_params"); }
+void set_clamp_params(Tensor& n, const ClampParams& p) { store(n, p, K::Clamp, "set_clamp_params"); }
+ArgsortParams argsort_params(const Tensor& n) { return load<ArgsortParams>(n, K::Argsort, "argsort_params"); }
+void set_argsort_params(Tensor& n, const ArgsortParams& p) { store(n, p, K::Argsort, "set_argsort_params"); }
 
 }  // namespace loom

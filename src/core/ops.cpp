@@ -126,6 +126,15 @@ Tensor* sqrt(Context& ctx, Tensor* a) { return unary(ctx, Op::Sqrt, a); }
 Tensor* silu(Context& ctx, Tensor* a) { return unary(ctx, Op::Silu, a); }
 Tensor* gelu(Context& ctx, Tensor* a) { return unary(ctx, Op::Gelu, a); }
 Tensor* relu(Context& ctx, Tensor* a) { return unary(ctx, Op::Relu, a); }
+Tensor* tanh(Context& ctx, Tensor* a) { return unary(ctx, Op::Tanh, a); }
+Tensor* sigmoid(Context& ctx, Tensor* a) { return unary(ctx, Op::Sigmoid, a); }
+
+Tensor* clamp(Context& ctx, Tensor* a, float lo, float hi) {
+  Tensor* r = unary(ctx, Op::Clamp, a);
+  require(lo <= hi, Op::Clamp, fmt::format("min {} must not exceed max {}", lo, hi), a);
+  set_clamp_params(*r, {lo, hi});
+  return r;
+}
 
 Tensor* sum_rows(Context& ctx, Tensor* a) {
   require_nonnull(Op::SumRows, {a});
@@ -143,6 +152,22 @@ Tensor* mul_mat(Context& ctx, Tensor* a, Tensor* b) {
           "b's dims 2-3 must be multiples of a's", a, b);
   require(a->has_contiguous_rows(), op, "a's rows must be contiguous", a, b);
   return new_result(ctx, op, DType::F32, {a->ne[1], b->ne[1], b->ne[2], b->ne[3]}, {a, b});
+}
+
+Tensor* mul_mat_id(Context& ctx, Tensor* as, Tensor* b, Tensor* ids) {
+  const Op op = Op::MulMatId;
+  require_nonnull(op, {as, b, ids});
+  require(as->type != DType::I32, op, "expert weights must be a float or quantized type", as, b);
+  require(b->type == DType::F32, op, "b must be f32", as, b);
+  require(ids->type == DType::I32, op, "expert ids must be i32", as, ids);
+  require(as->ne[3] == 1 && as->ne[2] > 0, op, "expert weights must be [K, M, n_expert]", as);
+  require(as->ne[0] == b->ne[0], op, "inner dims (ne0) differ", as, b);
+  require(as->has_contiguous_rows(), op, "expert weights' rows must be contiguous", as, b);
+  require(ids->ne[2] == 1 && ids->ne[3] == 1, op, "expert ids must be [n_used, n_tokens]", as, ids);
+  require(b->ne[3] == 1 && b->ne[2] == ids->ne[1], op, "b must be [K, n_used or 1, n_tokens] (ids.ne1 tokens)",
+          b, ids);
+  require(b->ne[1] == 1 || b->ne[1] == ids->ne[0], op, "b.ne1 must be 1 or ids.ne0 (experts per token)", b, ids);
+  return new_result(ctx, op, DType::F32, {as->ne[1], ids->ne[0], ids->ne[1], 1}, {as, b, ids});
 }
 
 Tensor* rms_norm(Context& ctx, Tensor* a, float eps) {
@@ -178,7 +203,7 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& p, Te
   return r;
 }
 
-Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
+Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sinks) {
   const Op op = Op::SoftMax;
   require_nonnull(op, {a});
   require(a->type == DType::F32, op, "operand must be f32", a);
@@ -189,7 +214,10 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale) {
             op, "mask must be [a.ne0, >= a.ne1, divisor of a.ne2, divisor of a.ne3]", a, mask);
     require(mask->has_contiguous_rows(), op, "mask rows must be contiguous", a, mask);
   }
-  Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, mask});
+  if (sinks)
+    require(sinks->type == DType::F32 && sinks->n_dims() == 1 && sinks->ne[0] == a->ne[2], op,
+            "sinks must be f32 [a.ne2]", a, sinks);
+  Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, mask, sinks});
   set_soft_max_params(*r, {scale});
   return r;
 }
@@ -199,6 +227,24 @@ Tensor* argmax(Context& ctx, Tensor* a) {
   require(a->type == DType::F32 && a->ne[2] == 1 && a->ne[3] == 1, Op::Argmax,
           "operand must be 2-D f32", a);
   return new_result(ctx, Op::Argmax, DType::I32, {a->ne[1], 1, 1, 1}, {a});
+}
+
+Tensor* argsort(Context& ctx, Tensor* a, SortOrder order) {
+  const Op op = Op::Argsort;
+  require_nonnull(op, {a});
+  require(a->type == DType::F32, op, "operand must be f32", a);
+  require(order == SortOrder::Ascending || order == SortOrder::Descending, op, "unknown sort order", a);
+  require(a->ne[0] <= INT32_MAX, op, "rows longer than 2^31 - 1 elements", a);
+  Tensor* r = new_result(ctx, op, DType::I32, a->ne, {a});
+  set_argsort_params(*r, {order});
+  return r;
+}
+
+Tensor* top_k(Context& ctx, Tensor* a, int64_t k) {
+  require_nonnull(Op::Argsort, {a});
+  require(k >= 1 && k <= a->ne[0], Op::Argsort, fmt::format("top_k: k = {} must be in [1, ne0]", k), a);
+  Tensor* sorted = argsort(ctx, a, SortOrder::Descending);
+  return view(ctx, sorted, {k, a->ne[1], a->ne[2], a->ne[3]}, {sorted->nb[1], sorted->nb[2], sorted->nb[3]}, 0);
 }
 
 Tensor* concat(Context& ctx, Tensor* a, Tensor* b, int dim) {

@@ -49,11 +49,12 @@ TEST(OpTable, InPlaceColumn) {
     EXPECT_TRUE(op_info(op).may_overwrite(1));
   }
   for (Op op : {Op::Div, Op::Scale, Op::Sqr, Op::Sqrt, Op::Silu, Op::Gelu, Op::Relu, Op::RmsNorm, Op::Norm, Op::Rope,
-                Op::SoftMax}) {
+                Op::SoftMax, Op::Tanh, Op::Sigmoid, Op::Clamp}) {
     EXPECT_TRUE(op_info(op).may_overwrite(0)) << op_name(op);
     EXPECT_FALSE(op_info(op).may_overwrite(1)) << op_name(op);
   }
-  for (Op op : {Op::MulMat, Op::GetRows, Op::SetRows, Op::Cpy, Op::Cont, Op::Concat, Op::SumRows, Op::Argmax})
+  for (Op op : {Op::MulMat, Op::GetRows, Op::SetRows, Op::Cpy, Op::Cont, Op::Concat, Op::SumRows, Op::Argmax,
+                Op::Argsort, Op::MulMatId})
     for (int s = 0; s < kMaxSrc; ++s) EXPECT_FALSE(op_info(op).may_overwrite(s)) << op_name(op);
   EXPECT_FALSE(op_info(Op::Add).may_overwrite(-1));
 }

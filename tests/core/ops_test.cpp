@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "loom/error.h"
 #include "loom/graph.h"
 #include "loom/ops.h"
@@ -97,6 +99,64 @@ TEST(Ops, RopeAndSoftMaxChecks) {
   EXPECT_NO_THROW(soft_max(ctx, kq, mask, 0.1f));
   Tensor* mask_short = ctx.new_tensor(DType::F32, {10, 4});
   EXPECT_THROW(soft_max(ctx, kq, mask_short), Error);
+  Tensor* sinks = ctx.new_tensor(DType::F32, {8});  // one per head (kq.ne2)
+  EXPECT_EQ(soft_max(ctx, kq, mask, 0.1f, sinks)->src[2], sinks);
+  EXPECT_THROW(soft_max(ctx, kq, mask, 0.1f, ctx.new_tensor(DType::F32, {5})), Error);
+  EXPECT_THROW(soft_max(ctx, kq, mask, 0.1f, ctx.new_tensor(DType::F16, {8})), Error);
+}
+
+TEST(Ops, MulMatIdShapes) {
+  Context ctx;
+  Tensor* experts = ctx.new_tensor(DType::Q4_0, {64, 96, 8});  // [n_embd, n_ff, n_expert]
+  Tensor* ids = ctx.new_tensor(DType::I32, {2, 5});            // [n_used, n_tokens]
+  Tensor* x = ctx.new_tensor(DType::F32, {64, 1, 5});          // the same input for every expert
+  Tensor* up = mul_mat_id(ctx, experts, x, ids);
+  EXPECT_EQ(up->ne, (std::array<int64_t, 4>{96, 2, 5, 1}));
+  EXPECT_EQ(up->type, DType::F32);
+  EXPECT_EQ(up->src[2], ids);
+  Tensor* down_w = ctx.new_tensor(DType::F16, {96, 64, 8});
+  EXPECT_EQ(mul_mat_id(ctx, down_w, up, ids)->ne, (std::array<int64_t, 4>{64, 2, 5, 1}));  // one input per slot
+  // Errors: inner dims, tokens, slots, id type, b type, a 4-D weight.
+  EXPECT_THROW(mul_mat_id(ctx, experts, ctx.new_tensor(DType::F32, {32, 1, 5}), ids), Error);
+  EXPECT_THROW(mul_mat_id(ctx, experts, ctx.new_tensor(DType::F32, {64, 1, 4}), ids), Error);
+  EXPECT_THROW(mul_mat_id(ctx, experts, ctx.new_tensor(DType::F32, {64, 3, 5}), ids), Error);
+  EXPECT_THROW(mul_mat_id(ctx, experts, x, ctx.new_tensor(DType::F32, {2, 5})), Error);
+  EXPECT_THROW(mul_mat_id(ctx, experts, ctx.new_tensor(DType::F16, {64, 1, 5}), ids), Error);
+  EXPECT_THROW(mul_mat_id(ctx, ctx.new_tensor(DType::F32, {64, 96, 4, 2}), x, ids), Error);
+  EXPECT_THROW(mul_mat_id(ctx, experts, x, ctx.new_tensor(DType::I32, {2, 5, 2})), Error);
+}
+
+TEST(Ops, ArgsortAndTopK) {
+  Context ctx;
+  Tensor* logits = ctx.new_tensor(DType::F32, {8, 5, 2});
+  Tensor* s = argsort(ctx, logits, SortOrder::Descending);
+  EXPECT_EQ(s->type, DType::I32);
+  EXPECT_EQ(s->ne, logits->ne);
+  EXPECT_EQ(argsort_params(*s).order, SortOrder::Descending);
+  Tensor* k = top_k(ctx, logits, 2);
+  EXPECT_EQ(k->op, Op::View);
+  EXPECT_EQ(k->ne, (std::array<int64_t, 4>{2, 5, 2, 1}));
+  ASSERT_NE(k->view_src, nullptr);
+  EXPECT_EQ(k->view_src->op, Op::Argsort);
+  EXPECT_EQ(argsort_params(*k->view_src).order, SortOrder::Descending);
+  EXPECT_EQ(k->nb[1], 8 * sizeof(int32_t));  // rows keep the sorted row's stride
+  EXPECT_THROW(top_k(ctx, logits, 0), Error);
+  EXPECT_THROW(top_k(ctx, logits, 9), Error);
+  EXPECT_THROW(argsort(ctx, ctx.new_tensor(DType::F16, {8, 5}), SortOrder::Ascending), Error);
+  EXPECT_THROW(argsort(ctx, logits, static_cast<SortOrder>(7)), Error);
+}
+
+TEST(Ops, TanhSigmoidClamp) {
+  Context ctx;
+  Tensor* a = ctx.new_tensor(DType::F32, {8, 3});
+  EXPECT_EQ(loom::tanh(ctx, a)->op, Op::Tanh);
+  EXPECT_EQ(sigmoid(ctx, a)->ne, a->ne);
+  const ClampParams p = clamp_params(*clamp(ctx, a, 6.103515625e-5f, INFINITY));
+  EXPECT_EQ(p.min, 6.103515625e-5f);
+  EXPECT_EQ(p.max, INFINITY);
+  EXPECT_THROW(clamp(ctx, a, 1.0f, -1.0f), Error);
+  EXPECT_THROW(clamp(ctx, a, NAN, 1.0f), Error);
+  EXPECT_THROW(loom::tanh(ctx, ctx.new_tensor(DType::F16, {8})), Error);
 }
 
 TEST(Graph, TopologicalOrderLeafsAndNodes) {

@@ -43,5 +43,6 @@ void add_elementwise_cases(std::vector<Case>& cases);  // binary, unary, sum_row
 void add_movement_cases(std::vector<Case>& cases);     // get_rows, set_rows, cpy, cont, concat
 void add_matmul_cases(std::vector<Case>& cases);       // mul_mat
 void add_row_cases(std::vector<Case>& cases);          // rms_norm, norm, rope, soft_max
+void add_family_cases(std::vector<Case>& cases);       // tanh, sigmoid, clamp, argsort, mul_mat_id
 
 }  // namespace loom::conformance::detail

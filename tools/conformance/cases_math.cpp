@@ -151,6 +151,27 @@ void add_soft_max(std::vector<Case>& cases) {
   for (const Shapes& s : unmasked) add_one(s, std::nullopt);
   for (DType mt : {DType::F32, DType::F16})
     for (const Shapes& s : masked) add_one(s, mt);
+  // Attention sinks (gpt-oss): one more logit per head (dim 2), no output.
+  const std::pair<Shapes, std::optional<DType>> with_sinks[] = {
+      {{{7, 3, 2, 1}}, std::nullopt},
+      {{{33, 4, 3, 1}, L::Permuted, 0.5f}, std::nullopt},
+      {{{33, 5, 4, 1}, L::Contiguous, 0.125f, {33, 5, 1, 1}}, DType::F32},
+      {{{100, 4, 3, 2}, L::Contiguous, 0.125f, {100, 4, 3, 1}}, DType::F16},
+  };
+  for (const auto& [shapes, mask_type_] : with_sinks) {
+    const Shapes s = shapes;  // copies: clang 14 cannot capture structured bindings
+    const std::optional<DType> mask_type = mask_type_;
+    const std::string mask_desc =
+        mask_type ? fmt::format(",mask={}{}", type_str(*mask_type), shape_name(s.mask)) : std::string();
+    cases.push_back(make_case(fmt::format("soft_max(a={}{},scale={},sinks)", shape_name(s.a, s.layout), mask_desc, s.scale),
+                              Op::SoftMax, mask_type.value_or(DType::F32), [s, mask_type](CaseGraph& g) {
+                                Tensor* a = operand(g, DType::F32, s.a, s.layout);
+                                Tensor* mask =
+                                    mask_type ? g.input(*mask_type, s.mask, {Fill::Kind::CausalMask}) : nullptr;
+                                Tensor* sinks = g.input(DType::F32, {s.a[2], 1, 1, 1});
+                                return soft_max(g.ctx, a, mask, s.scale, sinks);
+                              }));
+  }
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "conformance/reference.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "loom/error.h"
 #include "loom/op.h"
@@ -47,6 +49,12 @@ double unary_value(const Tensor& node, double x) {
       return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
     }
     case Op::Relu: return x > 0.0 ? x : 0.0;
+    case Op::Tanh: return std::tanh(x);
+    case Op::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Op::Clamp: {
+      const ClampParams p = clamp_params(node);
+      return std::min(std::max(x, static_cast<double>(p.min)), static_cast<double>(p.max));
+    }
     default: fail("reference: {} is not a unary op", op_name(node.op));
   }
 }
@@ -133,6 +141,40 @@ Dense ref_mul_mat(const Tensor& node, const RefMemory& m) {
   return out;
 }
 
+// out[i, s, t] = sum_k as[k, i, ids[s, t]] * b[k, s % b.ne1, t]
+Dense ref_mul_mat_id(const Tensor& node, const RefMemory& m) {
+  const Tensor& as = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  Dense out(node.ne);
+  for_each_index(node.ne, [&](int64_t i, int64_t s, int64_t t, int64_t) {
+    const auto e = static_cast<int64_t>(m.at(ids, s, t, 0, 0));
+    if (e < 0 || e >= as.ne[2]) fail("reference mul_mat_id: expert id {} outside [0, {})", e, as.ne[2]);
+    double sum = 0.0;
+    for (int64_t k = 0; k < as.ne[0]; ++k) sum += m.at(as, k, i, e, 0) * m.at(b, k, s % b.ne[1], t, 0);
+    out.at(i, s, t, 0) = sum;
+  });
+  return out;
+}
+
+// Per row, the indices in the order of their values (ascending or
+// descending); equal values in index order, NaNs last.
+Dense ref_argsort(const Tensor& node, const RefMemory& m) {
+  const Tensor& a = *node.src[0];
+  const bool descending = argsort_params(node).order == SortOrder::Descending;
+  Dense out(node.ne);
+  for_each_index({1, a.ne[1], a.ne[2], a.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
+    std::vector<std::pair<double, int64_t>> row;
+    for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) row.emplace_back(m.at(a, i0, i1, i2, i3), i0);
+    auto key = [descending](const std::pair<double, int64_t>& e) {  // NaN last, ties by index
+      return std::tuple(std::isnan(e.first), std::isnan(e.first) ? 0.0 : (descending ? -e.first : e.first), e.second);
+    };
+    std::sort(row.begin(), row.end(), [&key](const auto& l, const auto& r) { return key(l) < key(r); });
+    for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) out.at(i0, i1, i2, i3) = static_cast<double>(row[i0].second);
+  });
+  return out;
+}
+
 // rms_norm: x / sqrt(mean(x^2) + eps); norm: (x - mean) / sqrt(var + eps).
 Dense ref_norm(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
@@ -189,10 +231,12 @@ Dense ref_rope(const Tensor& node, const RefMemory& m) {
 }
 
 // softmax(a * scale + mask) along dim 0; the mask row is (i1, i2 % m2, i3 % m3).
-// A row whose every element is -inf gives zeros.
+// A row whose every element is -inf gives zeros. With sinks, sinks[i2] is one
+// more logit of every row, in the max and the sum only.
 Dense ref_soft_max(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
   const Tensor* mask = node.src[1];
+  const Tensor* sinks = node.src[2];
   const double scale = soft_max_params(node).scale;
   const int64_t n = a.ne[0];
   Dense out(node.ne);
@@ -204,8 +248,10 @@ Dense ref_soft_max(const Tensor& node, const RefMemory& m) {
       if (mask) x[i0] += m.at(*mask, i0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
       max = std::max(max, x[i0]);
     }
+    const double sink = sinks ? m.at(*sinks, i2, 0, 0, 0) : -std::numeric_limits<double>::infinity();
+    max = std::max(max, sink);
     if (max == -std::numeric_limits<double>::infinity()) return;  // stays zero
-    double sum = 0.0;
+    double sum = std::exp(sink - max);
     for (int64_t i0 = 0; i0 < n; ++i0) sum += std::exp(x[i0] - max);
     for (int64_t i0 = 0; i0 < n; ++i0) out.at(i0, i1, i2, i3) = std::exp(x[i0] - max) / sum;
   });
@@ -334,7 +380,12 @@ std::vector<double> reference_op(const Tensor& node, const RefMemory& m) {
     case Op::Sqrt:
     case Op::Silu:
     case Op::Gelu:
-    case Op::Relu: return ref_unary(node, m).v;
+    case Op::Relu:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Clamp: return ref_unary(node, m).v;
+    case Op::Argsort: return ref_argsort(node, m).v;
+    case Op::MulMatId: return ref_mul_mat_id(node, m).v;
     case Op::SumRows: return ref_sum_rows(node, m).v;
     case Op::MulMat: return ref_mul_mat(node, m).v;
     case Op::RmsNorm:

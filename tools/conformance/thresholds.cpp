@@ -62,6 +62,8 @@ constexpr ThresholdRule kTable[] = {
     {Op::Cont, std::nullopt, 0.0, "a byte copy"},
     {Op::Concat, std::nullopt, 0.0, "a byte copy"},
     {Op::Argmax, std::nullopt, 0.0, "an index: must be the same"},
+    {Op::Argsort, std::nullopt, 0.0, "indices: a stable sort has one answer"},
+    {Op::Clamp, std::nullopt, 0.0, "min and max of f32 values are exact"},
     // Element-wise arithmetic in f32: one rounding per element (~1e-15).
     {Op::Add, std::nullopt, 1e-10, "one f32 rounding"},
     {Op::Sub, std::nullopt, 1e-10, "one f32 rounding"},
@@ -75,6 +77,8 @@ constexpr ThresholdRule kTable[] = {
     // Transcendental functions: a device's exp/tanh may be a few ulp off.
     {Op::Silu, std::nullopt, 1e-9, "exp in f32, possibly approximated"},
     {Op::Gelu, std::nullopt, 1e-9, "tanh in f32, possibly approximated"},
+    {Op::Tanh, std::nullopt, 1e-9, "tanh in f32, possibly approximated"},
+    {Op::Sigmoid, std::nullopt, 1e-9, "exp in f32, possibly approximated"},
     {Op::RmsNorm, std::nullopt, 1e-9, "f32 sum of squares and 1/sqrt"},
     {Op::Norm, std::nullopt, 1e-9, "f32 mean, variance and 1/sqrt"},
     {Op::SoftMax, std::nullopt, 1e-9, "f32 exp and sum"},
@@ -99,6 +103,23 @@ constexpr ThresholdRule kTable[] = {
     {Op::MulMat, DType::IQ4_NL, 5e-4, "allows b quantized to q8 blocks"},
     {Op::MulMat, DType::IQ4_XS, 5e-4, "allows b quantized to q8_K blocks"},
     {Op::MulMat, DType::MXFP4, 5e-4, "allows b quantized to q8 blocks"},
+    // mul_mat_id: one mul_mat per (token, expert), the same room for b.
+    {Op::MulMatId, DType::F32, 2e-6, "f32 sums; allows b rounded to f16 or tf32 (up to ~4e-7)"},
+    {Op::MulMatId, DType::F16, 2e-6, "allows b rounded to f16 (up to ~4e-7)"},
+    {Op::MulMatId, DType::BF16, 2e-5, "allows b rounded to bf16 (up to ~3.3e-6)"},
+    {Op::MulMatId, DType::Q8_0, 5e-4, "allows b quantized to q8_0 blocks (up to ~4.3e-5)"},
+    {Op::MulMatId, DType::Q4_0, 5e-4, "allows b quantized to q8_0 blocks (up to ~4.3e-5)"},
+    {Op::MulMatId, DType::Q4_1, 5e-4, "allows b quantized to q8 blocks"},
+    {Op::MulMatId, DType::Q5_0, 5e-4, "allows b quantized to q8 blocks"},
+    {Op::MulMatId, DType::Q5_1, 5e-4, "allows b quantized to q8 blocks"},
+    {Op::MulMatId, DType::Q2_K, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::Q3_K, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::Q4_K, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::Q5_K, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::Q6_K, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::IQ4_NL, 5e-4, "allows b quantized to q8 blocks"},
+    {Op::MulMatId, DType::IQ4_XS, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::MXFP4, 5e-4, "allows b quantized to q8 blocks"},
 };
 
 }  // namespace

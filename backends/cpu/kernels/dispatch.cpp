@@ -18,7 +18,7 @@ constexpr std::array<Kernel, kOpCount> kKernels = [] {
   for (Op op : {Op::Cpy, Op::Cont}) set(op, [](const ComputeParams& p, Tensor& n, int) { compute_cpy(p, n); });
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div})
     set(op, [](const ComputeParams& p, Tensor& n, int) { compute_binary(p, n); });
-  for (Op op : {Op::Scale, Op::Sqr, Op::Sqrt, Op::Silu, Op::Gelu, Op::Relu})
+  for (Op op : {Op::Scale, Op::Sqr, Op::Sqrt, Op::Silu, Op::Gelu, Op::Relu, Op::Tanh, Op::Sigmoid, Op::Clamp})
     set(op, [](const ComputeParams& p, Tensor& n, int) { compute_unary(p, n); });
   set(Op::SumRows, [](const ComputeParams& p, Tensor& n, int) { compute_sum_rows(p, n); });
   set(Op::Argmax, [](const ComputeParams& p, Tensor& n, int) { compute_argmax(p, n); });
@@ -27,6 +27,8 @@ constexpr std::array<Kernel, kOpCount> kKernels = [] {
   set(Op::Rope, [](const ComputeParams& p, Tensor& n, int) { compute_rope(p, n); });
   set(Op::SoftMax, [](const ComputeParams& p, Tensor& n, int) { compute_soft_max(p, n); });
   set(Op::MulMat, [](const ComputeParams& p, Tensor& n, int phase) { compute_mul_mat(p, n, phase); });
+  set(Op::MulMatId, [](const ComputeParams& p, Tensor& n, int phase) { compute_mul_mat_id(p, n, phase); });
+  set(Op::Argsort, [](const ComputeParams& p, Tensor& n, int) { compute_argsort(p, n); });
   return k;
 }();
 
@@ -46,13 +48,17 @@ bool kernel_supports(const Tensor& node) {
 
 size_t kernel_work_size(const Tensor& node, int n_threads) {
   if (node.op == Op::MulMat) return mul_mat_work_size(node, n_threads);
+  if (node.op == Op::MulMatId) return mul_mat_id_work_size(node, n_threads);
   return 0;
 }
 
-int kernel_phases(const Tensor& node) { return node.op == Op::MulMat ? 2 : 1; }
+int kernel_phases(const Tensor& node) {
+  return node.op == Op::MulMat ? 2 : node.op == Op::MulMatId ? kMulMatIdPhases : 1;
+}
 
 int64_t kernel_tasks(const Tensor& node, int phase, int n_threads) {
   if (node.op == Op::MulMat) return mul_mat_tasks(node, phase, n_threads);
+  if (node.op == Op::MulMatId) return mul_mat_id_tasks(node, phase, n_threads);
   return n_threads;
 }
 

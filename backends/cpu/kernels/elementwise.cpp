@@ -1,6 +1,9 @@
-// Element-wise kernels (binary with broadcasting, unary), sum_rows, argmax.
+// Element-wise kernels (binary with broadcasting, unary), sum_rows, argmax, argsort.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels.h"
 #include "row_ops.h"
@@ -93,6 +96,13 @@ void compute_unary(const ComputeParams& p, Tensor& dst) {
         return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
       });
     case Op::Relu: return unary_rows(p, dst, [](float x) { return x > 0.0f ? x : 0.0f; });
+    case Op::Tanh: return unary_rows(p, dst, [](float x) { return std::tanh(x); });
+    case Op::Sigmoid: return unary_rows(p, dst, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+    case Op::Clamp: {
+      const ClampParams cp = clamp_params(dst);
+      const float lo = cp.min, hi = cp.max;
+      return unary_rows(p, dst, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
+    }
     default: return;
   }
 }
@@ -124,6 +134,32 @@ void compute_argmax(const ComputeParams& p, Tensor& dst) {
       }
     }
     *reinterpret_cast<int32_t*>(static_cast<char*>(dst.data) + r * dst.nb[0]) = best;
+  }
+}
+
+// A stable sort of each row's indices by value: equal values keep their
+// index order in both orders; NaNs come last.
+void compute_argsort(const ComputeParams& p, Tensor& dst) {
+  const Tensor& a = *dst.src[0];
+  const bool descending = argsort_params(dst).order == SortOrder::Descending;
+  const int64_t n = a.ne[0];
+  std::vector<int32_t> idx(n);
+  std::vector<float> x(n);
+  const Range rows = split_range(a.nrows(), p.ith, p.nth);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const int64_t i1 = r % a.ne[1], i2 = r / a.ne[1] % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
+    const char* ar = row_ptr(a, i1, i2, i3);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = load(ar, i, a.nb[0]);
+      idx[i] = static_cast<int32_t>(i);
+    }
+    std::stable_sort(idx.begin(), idx.end(), [&x, descending](int32_t l, int32_t r) {
+      if (std::isnan(x[l])) return false;  // NaNs last
+      if (std::isnan(x[r])) return true;
+      return descending ? x[l] > x[r] : x[l] < x[r];
+    });
+    char* dr = row_ptr(dst, i1, i2, i3);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(dr + i * dst.nb[0], &idx[i], sizeof(int32_t));
   }
 }
 

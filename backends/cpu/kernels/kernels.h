@@ -57,7 +57,7 @@ inline Range split_range(int64_t n, int64_t ith, int64_t nth) {
 bool kernel_supports(const Tensor& node);
 // Scratch bytes the node's kernel needs.
 size_t kernel_work_size(const Tensor& node, int n_threads);
-// Phases of the node's kernel (1, or 2 for mul_mat) and the tasks of each.
+// Phases of the node's kernel (1; 2 for mul_mat, 5 for mul_mat_id) and the tasks of each.
 int kernel_phases(const Tensor& node);
 int64_t kernel_tasks(const Tensor& node, int phase, int n_threads);
 // Runs task params.ith of params.nth of the node's phase.
@@ -78,6 +78,11 @@ void compute_soft_max(const ComputeParams& p, Tensor& dst);
 void compute_mul_mat(const ComputeParams& p, Tensor& dst, int phase);
 int64_t mul_mat_tasks(const Tensor& dst, int phase, int n_threads);
 size_t mul_mat_work_size(const Tensor& dst, int n_threads);
+void compute_mul_mat_id(const ComputeParams& p, Tensor& dst, int phase);
+int64_t mul_mat_id_tasks(const Tensor& dst, int phase, int n_threads);
+size_t mul_mat_id_work_size(const Tensor& dst, int n_threads);
+inline constexpr int kMulMatIdPhases = 5;
+void compute_argsort(const ComputeParams& p, Tensor& dst);
 
 // Address of element row (i1, i2, i3) of t.
 inline char* row_ptr(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {

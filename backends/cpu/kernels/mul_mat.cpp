@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "loom/align.h"
 #include "loom/log.h"
+#include "mul_mat_part.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -153,7 +154,9 @@ struct Plan {
   }
 };
 
-Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
+// allow_private_b: false for a part of a bigger node (mul_mat_part.h), whose
+// caller always packs b first.
+Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow_private_b = true) {
   const Tensor& a = *dst.src[0];
   const Tensor& b = *dst.src[1];
   Plan p;
@@ -197,7 +200,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
     }
     p.col_block = p.N;
     p.ablock_off = p.ctile_off = off;
-    p.private_b = p.n_mat * p.N * p.K <= kPrivateBElements;
+    p.private_b = allow_private_b && p.n_mat * p.N * p.K <= kPrivateBElements;
     if (p.private_b) {
       p.private_off = off = align_up(off, kAlign);
       off += p.n_mat * p.mat_bytes;
@@ -508,6 +511,68 @@ void compute_mul_mat(const ComputeParams& params, Tensor& dst, int phase) {
   } else {
     dot_chunk(p, a, b, dst, packed, thread, mat, r0, r1);
   }
+}
+
+// ---- parts (mul_mat_part.h) -----------------------------------------------
+
+struct MulMatPlan {
+  Plan p;
+};
+
+MulMatPart::MulMatPart(const Tensor& dst, int n_threads)
+    : dst_(dst),
+      plan_(std::make_shared<MulMatPlan>(MulMatPlan{make_plan(dst, mul_mat_kernels(mul_mat_isa()), n_threads, false)})) {}
+
+size_t MulMatPart::packed_bytes() const { return plan_->p.n_mat * plan_->p.mat_bytes; }
+size_t MulMatPart::thread_bytes() const { return plan_->p.thread_bytes; }
+int64_t MulMatPart::pack_units() const { return plan_->p.n_mat * plan_->p.n_units; }
+int64_t MulMatPart::chunks() const { return plan_->p.n_chunks(); }
+
+void MulMatPart::pack(int64_t u, uint8_t* packed, uint8_t* thread) const {
+  const Plan& p = plan_->p;
+  const int64_t mat = u / p.n_units, g = u % p.n_units;
+  uint8_t* out = packed + mat * p.mat_bytes + g * p.unit_bytes;
+  if (p.gemm) pack_panel(p, *dst_.src[1], mat, g, out, thread);
+  else pack_dot_column(p, *dst_.src[1], mat, g, out, thread);
+}
+
+void MulMatPart::chunk(int64_t ch, const uint8_t* packed, uint8_t* thread) const {
+  const Plan& p = plan_->p;
+  const Tensor& a = *dst_.src[0];
+  const Tensor& b = *dst_.src[1];
+  auto& dst = const_cast<Tensor&>(dst_);
+  const int64_t nrb = p.n_row_blocks(), ncb = p.n_col_blocks();
+  const int64_t mat = ch / (nrb * ncb), rb = ch / ncb % nrb, cb = ch % ncb;
+  const int64_t r0 = rb * p.row_block, r1 = std::min(p.M, r0 + p.row_block);
+  if (p.gemm) gemm_chunk(p, a, b, dst, packed, thread, mat, r0, r1, cb * p.col_block, std::min(p.N, (cb + 1) * p.col_block));
+  else dot_chunk(p, a, b, dst, packed, thread, mat, r0, r1);
+}
+
+MulMatPartBounds mul_mat_part_bounds(const Tensor& a, int64_t max_n, int n_threads) {
+  MulMatPartBounds bounds;
+  Tensor a2, b, dst;  // parts never read interleaved weights (no buffer)
+  a2.type = a.type;
+  a2.ne = {a.ne[0], a.ne[1], 1, 1};
+  set_contiguous_strides(a2);
+  b.ne = {a.ne[0], 1, 1, 1};
+  dst.ne = {a.ne[1], 1, 1, 1};
+  dst.src[0] = &a2;
+  dst.src[1] = &b;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > best_isa()) continue;
+    const MulMatKernels& kern = mul_mat_kernels(isa);
+    for (int64_t n : {int64_t{1}, std::max<int64_t>(max_n, 1)}) {
+      b.ne[1] = dst.ne[1] = n;
+      set_contiguous_strides(b);
+      set_contiguous_strides(dst);
+      const Plan p = make_plan(dst, kern, n_threads, false);
+      bounds.thread_bytes = std::max(bounds.thread_bytes, p.thread_bytes);
+      // Per column, no layout takes more than the dot path's aligned column.
+      if (!p.gemm) bounds.column_bytes = std::max(bounds.column_bytes, p.unit_bytes);
+      bounds.spare_columns = std::max<int64_t>(bounds.spare_columns, kern.panel);
+    }
+  }
+  return bounds;
 }
 
 }  // namespace loom::cpu

@@ -99,11 +99,12 @@ void compute_rope(const ComputeParams& p, Tensor& dst) {
 void compute_soft_max(const ComputeParams& p, Tensor& dst) {
   const Tensor& a = *dst.src[0];
   const Tensor* mask = dst.src[1];
+  const Tensor* sinks = dst.src[2];
   const float scale = soft_max_params(dst).scale;
   const int64_t n = a.ne[0];
   std::vector<float> x(n), m(n);
   const Range rows = split_range(a.nrows(), p.ith, p.nth);
-  if (a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float)) {
+  if (!sinks && a.nb[0] == sizeof(float) && dst.nb[0] == sizeof(float)) {
     const RowOps& ops = row_ops();
     const bool mask_f32 = mask && mask->type == DType::F32 && mask->nb[0] == sizeof(float);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
@@ -133,12 +134,16 @@ void compute_soft_max(const ComputeParams& p, Tensor& dst) {
     }
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+    // The sink of this row's head: one more logit, without an output.
+    const float sink = sinks ? *reinterpret_cast<const float*>(static_cast<const char*>(sinks->data) + i2 * sinks->nb[0])
+                             : -std::numeric_limits<float>::infinity();
+    max = std::max(max, sink);
     char* out = row_ptr(dst, i1, i2, i3);
     if (max == -std::numeric_limits<float>::infinity()) {  // every element masked
       for (int64_t i = 0; i < n; ++i) *reinterpret_cast<float*>(out + i * dst.nb[0]) = 0.0f;
       continue;
     }
-    double sum = 0.0;
+    double sum = sinks ? std::exp(sink - max) : 0.0;
     for (int64_t i = 0; i < n; ++i) {
       x[i] = std::exp(x[i] - max);
       sum += x[i];

@@ -32,6 +32,12 @@ kernel void k_unary(TENSOR(a), TENSOR(d), int op, float p0, float p1) {
   } else if (op == OP_GELU) {
     const float k = 0.7978845608028654f;  // sqrt(2 / pi)
     r = 0.5f * x * (1.0f + tanh(k * x * (1.0f + 0.044715f * x * x)));
+  } else if (op == OP_TANH) {
+    r = tanh(x);
+  } else if (op == OP_SIGMOID) {
+    r = 1.0f / (1.0f + exp(-x));
+  } else if (op == OP_CLAMP) {
+    r = fmin(fmax(x, p0), p1);
   } else {
     r = x > 0.0f ? x : 0.0f;
   }

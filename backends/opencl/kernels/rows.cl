@@ -67,7 +67,8 @@ kernel void k_norm(TENSOR(a), TENSOR(d), int rms, float eps) {
 
 // softmax(a * scale + mask) along dim 0; the mask (F32 or F16, contiguous
 // rows) repeats over dims 2-3. A row that is masked entirely becomes zeros.
-kernel void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(d), int mask_type, float scale) {
+// s (has_sinks): one more logit per head (dim 2), in the max and the sum only.
+kernel void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(s), TENSOR(d), int mask_type, int has_sinks, float scale) {
   ROW_INDEX(a);
   global const char* in = ROW(a, i1, i2, i3);
   global char* out = ROW(d, i1, i2, i3);
@@ -79,11 +80,13 @@ kernel void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(d), int mask_type, float sca
     if (mask_type >= 0) x += load_elem(mrow, mask_type, i, m_nb.x);
     max = fmax(max, x);
   }
+  const float sink = has_sinks ? *(global const float*)(s_p + s_off + i2 * s_nb.x) : -INFINITY;
+  max = fmax(max, sink);
   if (max == -INFINITY) {
     for (long i = 0; i < n; ++i) *(global float*)(out + i * d_nb.x) = 0.0f;
     return;
   }
-  float sum = 0.0f, c = 0.0f;
+  float sum = has_sinks ? exp(sink - max) : 0.0f, c = 0.0f;
   for (long i = 0; i < n; ++i) {
     float x = *(global const float*)(in + i * a_nb.x) * scale;
     if (mask_type >= 0) x += load_elem(mrow, mask_type, i, m_nb.x);
