@@ -1,0 +1,72 @@
+// Integer dot products for the quantized weight types other than Q8_0 / Q4_0
+// (Q4_1, Q5_0, Q5_1, the K-quants, IQ4_NL, IQ4_XS, MXFP4): the a row stays in
+// its blocks, the b column is quantized once to int8 activations, and each
+// block's sum of products is an exact integer scaled by the blocks' floats.
+//
+// Activation formats (the "row format" of b on mul_mat's dot path):
+//  - Q8_K: BlockQ8_K[k / 256] (types.h), for the 256-element super-block
+//    types (Q2_K .. Q6_K, IQ4_XS); its bsums give the K-quants' min and
+//    offset terms without touching q again.
+//  - Q8_32: the q8 row of vec.h, int8 q[k], float d[k / 32], float s[k / 32]
+//    with s = d * sum(q), for the 32-element types (s gives Q4_1 / Q5_1's
+//    minimum term).
+// quant_dot_scalar.cpp holds the reference of each dot (one block at a time,
+// written for clarity); quant_dot_avx2.cpp computes the same integers with
+// maddubs / madd. AVX-512 machines run the AVX2 code: there is no AVX-512
+// variant of these dots yet.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "loom/types.h"
+#include "vec.h"
+
+namespace loom::cpu {
+
+enum class ActFormat { Q8_K, Q8_32 };
+
+// The activation format a weight type's dot takes (Q8_K for 256-element
+// super-blocks, Q8_32 for 32-element blocks).
+ActFormat act_format(DType type);
+// Bytes of one b column of k elements in `format`.
+size_t act_row_bytes(ActFormat format, int64_t k);
+// x[k] -> one b column in `format`; q8_32 is the ISA's quantize_row (Q8_K
+// rows are quantized by the one reference quantize_row_q8_k).
+void quantize_act(ActFormat format, QuantizeRowFn q8_32, const float* x, int64_t k, void* out);
+
+// The dot for weights of `type` at a level, or null for a type without one
+// (F32, F16, BF16, Q8_0, Q4_0 use MulMatKernels::dot). Avx512 gives the
+// AVX2 dots.
+DotFn quant_dot(Isa isa, DType type);
+DotFn quant_dot_scalar(DType type);
+DotFn quant_dot_avx2(DType type);  // call only if best_isa() >= Avx2
+
+// ---- block decoding shared by the scalar and AVX2 dots -------------------
+
+// Q4_K / Q5_K: 6-bit scale and min of sub-block s (0..7); layout in types.h.
+inline void k4_scale_min(const uint8_t* scales, int s, int& sc, int& m) {
+  if (s < 4) {
+    sc = scales[s] & 63;
+    m = scales[s + 4] & 63;
+  } else {
+    sc = (scales[s + 4] & 0x0f) | (scales[s - 4] >> 6) << 4;
+    m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
+  }
+}
+
+// Q3_K: the signed scale (6-bit value - 32) of sub-block s (0..15).
+inline int q3_k_scale(const uint8_t* scales, int s) {
+  const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+  const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+// IQ4_XS: the signed scale (6-bit ls - 32) of sub-block s (0..7).
+inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
+  const int low = (x.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+  const int high = (x.scales_h >> (2 * s)) & 3;
+  return (low | high << 4) - 32;
+}
+
+}  // namespace loom::cpu
