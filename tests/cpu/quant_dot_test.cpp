@@ -194,6 +194,40 @@ TEST_P(QuantDotTest, RealisticWithinBounds) {
   }
 }
 
+// The 4-column dots give exactly what 4 one-column dots give.
+TEST_P(QuantDotTest, FourColumnsAsFourDots) {
+  bool ran = false;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > cpu::best_isa()) continue;
+    const cpu::Dot4Fn dot4 = cpu::quant_dot4(isa, type());
+    if (!dot4) continue;
+    ran = true;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t k : lengths()) {
+      SCOPED_TRACE(fmt::format("{} {} k={}", type_name(type()), cpu::isa_name(isa), k));
+      std::vector<float> wf(k), x(4 * k);
+      for (float& v : wf) v = normal(rng);
+      for (float& v : x) v = normal(rng);
+      std::vector<uint8_t> row(row_size(type(), k));
+      tt().from_float(wf.data(), row.data(), k);
+      const size_t stride = cpu::act_row_bytes(format(), k) + 64;  // columns need not be adjacent
+      std::vector<uint8_t> act(4 * stride);
+      for (int c = 0; c < 4; ++c)
+        cpu::quantize_act(format(), cpu::mul_mat_kernels_scalar().quantize_row, x.data() + c * k, k,
+                          act.data() + c * stride);
+      float four[4];
+      dot4(k, row.data(), act.data(), stride, four);
+      for (int c = 0; c < 4; ++c) {
+        float one = 0.0f;
+        cpu::quant_dot(isa, type())(k, row.data(), act.data() + c * stride, &one);
+        EXPECT_EQ(four[c], one) << "column " << c;
+      }
+    }
+  }
+  if (!ran) GTEST_SKIP() << "no 4-column dot for " << type_name(type()) << " on this CPU";
+}
+
 TEST(QuantDot, EveryQuantizedTypeHasADotOnEveryLevel) {
   for (DType type : kQuantizedTypes) {
     const bool own = type != DType::Q8_0 && type != DType::Q4_0;  // those are MulMatKernels::dot

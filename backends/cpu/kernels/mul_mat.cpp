@@ -145,6 +145,7 @@ struct Plan {
   // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
   // dot path with b in their activation format (quant_dot.h).
   DotFn qdot = nullptr;
+  Dot4Fn qdot4 = nullptr;  // 4 columns at once, where the level has it
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
 
@@ -171,6 +172,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth) {
   p.repacked = is_repacked(a);
   if (traits(a.type).is_quantized && !is_quant(p.kind)) {
     p.qdot = quant_dot(kern.isa, a.type);
+    p.qdot4 = quant_dot4(kern.isa, a.type);
     p.act = act_format(a.type);
   }
   // Interleaved weights with a gemm16 kernel take every N on the dot path
@@ -395,8 +397,16 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
       const int64_t j1 = std::min(p.N, j0 + kDotColTile);
       for (int64_t i = r0; i < r1; ++i) {
         const char* ar = a_row(a, b, mat, i);
-        for (int64_t j = j0; j < j1; ++j)
-          p.qdot(p.K, ar, bmat + j * p.unit_bytes, reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]));
+        auto out = [&](int64_t j) { return reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]); };
+        int64_t j = j0;
+        if (p.qdot4) {
+          for (; j + 4 <= j1; j += 4) {
+            float four[4];
+            p.qdot4(p.K, ar, bmat + j * p.unit_bytes, p.unit_bytes, four);
+            for (int c = 0; c < 4; ++c) *out(j + c) = four[c];
+          }
+        }
+        for (; j < j1; ++j) p.qdot(p.K, ar, bmat + j * p.unit_bytes, out(j));
       }
     }
     return;

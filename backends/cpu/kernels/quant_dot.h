@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "loom/types.h"
 #include "vec.h"
@@ -42,6 +43,14 @@ DotFn quant_dot(Isa isa, DType type);
 DotFn quant_dot_scalar(DType type);
 DotFn quant_dot_avx2(DType type);  // call only if best_isa() >= Avx2
 
+// out[c] = dot(a row, b column c) for 4 columns b_stride bytes apart (the
+// row's weights unpacked once for the 4): the same float result as 4 calls
+// of the level's DotFn. Only where it pays (AVX2: Q4_K, Q5_K, Q6_K); null
+// elsewhere.
+using Dot4Fn = void (*)(int64_t k, const void* a_row, const void* b_col0, size_t b_stride, float* out);
+Dot4Fn quant_dot4(Isa isa, DType type);
+Dot4Fn quant_dot4_avx2(DType type);  // call only if best_isa() >= Avx2
+
 // ---- block decoding shared by the scalar and AVX2 dots -------------------
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block s (0..7); layout in types.h.
@@ -53,6 +62,21 @@ inline void k4_scale_min(const uint8_t* scales, int s, int& sc, int& m) {
     sc = (scales[s + 4] & 0x0f) | (scales[s - 4] >> 6) << 4;
     m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
   }
+}
+
+// Q4_K / Q5_K: all 8 scales (sc[s]) and mins (byte s of m8) at once, from
+// the same layout with whole-word shifts and masks.
+inline void k4_scales_mins(const uint8_t* scales, uint8_t* sc, uint64_t& m8) {
+  uint32_t w[3];
+  std::memcpy(w, scales, 12);
+  // w[0]: low 6 bits sc[0..3], top 2 bits sc[4..7] >> 4; w[1]: the same for
+  // m; w[2]: low nibbles sc[4..7], high nibbles m[4..7].
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kNibble = 0x0f0f0f0f, kTop2 = 0x03030303;
+  const uint32_t sc_lo = w[0] & kLow6, sc_hi = (w[2] & kNibble) | ((w[0] >> 6) & kTop2) << 4;
+  const uint32_t m_lo = w[1] & kLow6, m_hi = ((w[2] >> 4) & kNibble) | ((w[1] >> 6) & kTop2) << 4;
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  m8 = m_lo | static_cast<uint64_t>(m_hi) << 32;
 }
 
 // Q3_K: the signed scale (6-bit value - 32) of sub-block s (0..15).

@@ -120,25 +120,30 @@ void dot_q3_k(int64_t k, const void* a_row, const void* b_row, float* out) {
   *out = sum;
 }
 
-// Q4_K / Q5_K: 4 rounds of 64 elements (sub-blocks 2c and 2c + 1).
-template <bool kFive, class Block>
-float dot_k4(int64_t k, const Block* x, const BlockQ8_K* y) {
+// Q4_K / Q5_K: 4 rounds of 64 elements (sub-blocks 2c and 2c + 1), times
+// NC b columns (the weights are unpacked once for all of them).
+template <bool kFive, int NC, class Block>
+void dot_k4(int64_t k, const Block* x, const uint8_t* b_col0, size_t b_stride, float* out) {
   const __m256i low = _mm256_set1_epi8(0x0f);
-  float sum = 0.0f;
+  const BlockQ8_K* y[NC];
+  __m256 sum[NC];  // 8 partial sums per column, added up at the end
+  for (int c = 0; c < NC; ++c) {
+    y[c] = reinterpret_cast<const BlockQ8_K*>(b_col0 + c * b_stride);
+    sum[c] = _mm256_setzero_ps();
+  }
+  __m128 msum[NC];  // the mins' terms, 4 partial sums per column
+  for (int c = 0; c < NC; ++c) msum[c] = _mm_setzero_ps();
   for (int64_t b = 0; b < k / kQK_K; ++b) {
-    int sc[8];
-    alignas(32) int16_t m[16] = {};
-    for (int s = 0; s < 8; ++s) {
-      int mv;
-      k4_scale_min(x[b].scales, s, sc[s], mv);
-      m[2 * s] = m[2 * s + 1] = static_cast<int16_t>(mv);  // bsums are per 16
-    }
-    const int summ = bsums_dot(y[b], _mm256_load_si256(reinterpret_cast<const __m256i*>(m)));
-    __m256i acc = _mm256_setzero_si256();
+    uint8_t sc[8];
+    uint64_t m8;
+    k4_scales_mins(x[b].scales, sc, m8);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
+    __m256i acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_si256();
     __m256i hb;
     if constexpr (kFive) hb = load256(x[b].qh);
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(x[b].qs + 32 * c);
+    for (int r = 0; r < 4; ++r) {
+      const __m256i q = load256(x[b].qs + 32 * r);
       __m256i q0 = _mm256_and_si256(q, low), q1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
       if constexpr (kFive) {
         const __m256i one = _mm256_set1_epi8(1);
@@ -146,33 +151,57 @@ float dot_k4(int64_t k, const Block* x, const BlockQ8_K* y) {
         q1 = _mm256_or_si256(q1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
         hb = _mm256_srli_epi16(hb, 2);
       }
-      const __m256i p0 = scale32(mul_us(q0, load256(y[b].qs + 64 * c)), sc[2 * c]);
-      const __m256i p1 = scale32(mul_us(q1, load256(y[b].qs + 64 * c + 32)), sc[2 * c + 1]);
-      acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+      const __m256i s0 = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * r]));
+      const __m256i s1 = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * r + 1]));
+      for (int c = 0; c < NC; ++c) {
+        const __m256i p0 = _mm256_madd_epi16(mul_us(q0, load256(y[c][b].qs + 64 * r)), s0);
+        const __m256i p1 = _mm256_madd_epi16(mul_us(q1, load256(y[c][b].qs + 64 * r + 32)), s1);
+        acc[c] = _mm256_add_epi32(acc[c], _mm256_add_epi32(p0, p1));
+      }
     }
-    sum += fp16_to_fp32(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc)) -
-           fp16_to_fp32(x[b].dmin) * y[b].d * static_cast<float>(summ);
+    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+    for (int c = 0; c < NC; ++c) {
+      // bsums of the 16-element halves, paired per sub-block of 32.
+      const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c][b].bsums)),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c][b].bsums + 8)));
+      const __m128i summ = _mm_madd_epi16(pairs, mins);
+      sum[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[c]), _mm256_set1_ps(d * y[c][b].d), sum[c]);
+      msum[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(summ), _mm_set1_ps(-dmin * y[c][b].d), msum[c]);
+    }
   }
-  return sum;
+  for (int c = 0; c < NC; ++c) out[c] = hsum(_mm256_add_ps(sum[c], _mm256_castps128_ps256(msum[c])));
 }
 
 void dot_q4_k(int64_t k, const void* a_row, const void* b_row, float* out) {
-  *out = dot_k4<false>(k, static_cast<const BlockQ4_K*>(a_row), static_cast<const BlockQ8_K*>(b_row));
+  dot_k4<false, 1>(k, static_cast<const BlockQ4_K*>(a_row), static_cast<const uint8_t*>(b_row), 0, out);
+}
+
+void dot4_q4_k(int64_t k, const void* a_row, const void* b_col0, size_t b_stride, float* out) {
+  dot_k4<false, 4>(k, static_cast<const BlockQ4_K*>(a_row), static_cast<const uint8_t*>(b_col0), b_stride, out);
 }
 
 void dot_q5_k(int64_t k, const void* a_row, const void* b_row, float* out) {
-  *out = dot_k4<true>(k, static_cast<const BlockQ5_K*>(a_row), static_cast<const BlockQ8_K*>(b_row));
+  dot_k4<true, 1>(k, static_cast<const BlockQ5_K*>(a_row), static_cast<const uint8_t*>(b_row), 0, out);
 }
 
-void dot_q6_k(int64_t k, const void* a_row, const void* b_row, float* out) {
-  const auto* x = static_cast<const BlockQ6_K*>(a_row);
-  const auto* y = static_cast<const BlockQ8_K*>(b_row);
+void dot4_q5_k(int64_t k, const void* a_row, const void* b_col0, size_t b_stride, float* out) {
+  dot_k4<true, 4>(k, static_cast<const BlockQ5_K*>(a_row), static_cast<const uint8_t*>(b_col0), b_stride, out);
+}
+
+// Q6_K times NC b columns.
+template <int NC>
+void dot_q6_k_cols(int64_t k, const BlockQ6_K* x, const uint8_t* b_col0, size_t b_stride, float* out) {
   const __m256i low = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
-  float sum = 0.0f;
+  const BlockQ8_K* y[NC];
+  __m256 sum[NC];  // 8 partial sums per column, added up at the end
+  for (int c = 0; c < NC; ++c) {
+    y[c] = reinterpret_cast<const BlockQ8_K*>(b_col0 + c * b_stride);
+    sum[c] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < k / kQK_K; ++b) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
-    const int offset = 32 * bsums_dot(y[b], sc16);  // q - 32 per element
-    __m256i acc = _mm256_setzero_si256();
+    __m256i acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load256(x[b].ql + 64 * h), l1 = load256(x[b].ql + 64 * h + 32);
       __m256i qh = load256(x[b].qh + 32 * h);
@@ -182,14 +211,30 @@ void dot_q6_k(int64_t k, const void* a_row, const void* b_row, float* out) {
       for (int kk = 0; kk < 4; ++kk) {
         const int s = 8 * h + 2 * kk;
         const __m256i q = _mm256_or_si256(lows[kk], _mm256_slli_epi16(_mm256_and_si256(qh, three), 4));
-        const __m256i p = mul_us(q, load256(y[b].qs + 128 * h + 32 * kk));
-        acc = _mm256_add_epi32(acc, scale16(p, x[b].scales[s], x[b].scales[s + 1]));
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(x[b].scales[s + 1]), _mm_set1_epi16(x[b].scales[s]));
+        for (int c = 0; c < NC; ++c)
+          acc[c] = _mm256_add_epi32(acc[c],
+                                    _mm256_madd_epi16(mul_us(q, load256(y[c][b].qs + 128 * h + 32 * kk)), scv));
         qh = _mm256_srli_epi16(qh, 2);
       }
     }
-    sum += fp16_to_fp32(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc) - offset);
+    const float d = fp16_to_fp32(x[b].d);
+    for (int c = 0; c < NC; ++c) {
+      // q - 32 per element: subtract 32 * sum(sc * bsums), lane by lane.
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(y[c][b].bsums), sc16), 5);
+      sum[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc[c], offset)), _mm256_set1_ps(d * y[c][b].d),
+                               sum[c]);
+    }
   }
-  *out = sum;
+  for (int c = 0; c < NC; ++c) out[c] = hsum(sum[c]);
+}
+
+void dot_q6_k(int64_t k, const void* a_row, const void* b_row, float* out) {
+  dot_q6_k_cols<1>(k, static_cast<const BlockQ6_K*>(a_row), static_cast<const uint8_t*>(b_row), 0, out);
+}
+
+void dot4_q6_k(int64_t k, const void* a_row, const void* b_col0, size_t b_stride, float* out) {
+  dot_q6_k_cols<4>(k, static_cast<const BlockQ6_K*>(a_row), static_cast<const uint8_t*>(b_col0), b_stride, out);
 }
 
 void dot_iq4_xs(int64_t k, const void* a_row, const void* b_row, float* out) {
@@ -278,6 +323,15 @@ void dot_mxfp4(int64_t k, const void* a_row, const void* b_row, float* out) {
 }
 
 }  // namespace
+
+Dot4Fn quant_dot4_avx2(DType type) {
+  switch (type) {
+    case DType::Q4_K: return dot4_q4_k;
+    case DType::Q5_K: return dot4_q5_k;
+    case DType::Q6_K: return dot4_q6_k;
+    default: return nullptr;
+  }
+}
 
 DotFn quant_dot_avx2(DType type) {
   switch (type) {
