@@ -1,5 +1,5 @@
 // mul_mat on the CPU backend, 1 and 2 threads:
-//   mul_mat/<type>       2048 x 2048 weights times b with 1 column (mat-vec)
+//   mul_mat/<type>       every type but I32: 2048 x 2048 weights times b with 1 column (mat-vec)
 //                        or 512 columns (mat-mat, bound by arithmetic). The
 //                        weights (at most 16 MiB) stay in the 32 MiB L3.
 //   mul_mat_dram/<type>  16384 x 4096 weights (38-268 MB) times 1 column:
@@ -59,7 +59,8 @@ void bench_mul_mat(benchmark::State& state, DType type, int64_t rows, int64_t de
 }
 
 void register_all() {
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  for (DType type : kAllTypes) {
+    if (type == DType::I32) continue;
     const std::string name = "mul_mat/" + std::string(type_name(type));
     benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat, type, 2048, 2048)
         ->ArgNames({"n", "threads"})
@@ -68,7 +69,8 @@ void register_all() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  for (DType type : kAllTypes) {
+    if (type == DType::I32) continue;
     const std::string name = "mul_mat_dram/" + std::string(type_name(type));
     benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat, type, 16384, 4096)
         ->ArgNames({"n", "threads"})

@@ -200,8 +200,20 @@ std::vector<double> round_row(const std::vector<double>& x, DType type) {
   return {back.begin(), back.end()};
 }
 
+// Rounds a row of b through q8_K blocks (the activations of the CPU's dots
+// for 256-element weight types).
+std::vector<double> round_row_q8_k(const std::vector<double>& x) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> f(x.begin(), x.end()), back(x.size());
+  std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
+  quantize_row_q8_k(f.data(), blocks.data(), n);
+  dequantize_row_q8_k(blocks.data(), back.data(), n);
+  return {back.begin(), back.end()};
+}
+
 // What a device loses by rounding b to f16 (f16 weights), bf16 (bf16
-// weights) or q8_0 blocks (quantized weights): the threshold must leave at
+// weights), q8_0 blocks (Q8_0, Q4_0 and the other 32-element types) or q8_K
+// blocks (256-element types): the threshold must leave at
 // least 3x room above the worst case over the suite's mul_mat shapes.
 TEST(Thresholds, MulMatLeavesRoomForRoundingB) {
   std::mt19937_64 rng(7);
@@ -209,9 +221,10 @@ TEST(Thresholds, MulMatLeavesRoomForRoundingB) {
   std::map<DType, double> worst;
   for (const Case& c : all_cases()) {
     if (c.op != Op::MulMat) continue;
-    const DType b_format = c.type == DType::BF16 ? DType::BF16
-                           : c.type == DType::Q8_0 || c.type == DType::Q4_0 ? DType::Q8_0
-                                                                           : DType::F16;
+    const bool q8_k = traits(c.type).is_quantized && traits(c.type).block_size == kQK_K;
+    const DType b_format = c.type == DType::BF16            ? DType::BF16
+                           : traits(c.type).is_quantized ? DType::Q8_0
+                                                         : DType::F16;
     CaseGraph g;
     const Tensor* out = c.build(g);
     RefMemory m;
@@ -230,7 +243,7 @@ TEST(Thresholds, MulMatLeavesRoomForRoundingB) {
         for (int64_t j = 0; j < b.ne[1]; ++j) {
           std::vector<double> brow(static_cast<size_t>(K));
           for (int64_t k = 0; k < K; ++k) brow[k] = m.at(b, k, j, j2, j3);
-          const std::vector<double> rounded = round_row(brow, b_format);
+          const std::vector<double> rounded = q8_k ? round_row_q8_k(brow) : round_row(brow, b_format);
           for (int64_t i = 0; i < a.ne[1]; ++i) {
             double exact = 0.0, lossy = 0.0;
             for (int64_t k = 0; k < K; ++k) {

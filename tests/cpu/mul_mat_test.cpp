@@ -5,13 +5,18 @@
 // The reference uses the dequantized weights. For Q8_0/Q4_0 it also quantizes
 // b exactly as the kernels do (32-element blocks, d = amax/127 in float,
 // q = rint(x/d)), so what remains is f32 rounding: the tolerance is 1e-4 of
-// sum |a*b| over the dot product. BF16 weights may round b to bf16
+// sum |a*b| over the dot product. The other quantized types (Q4_1 .. MXFP4)
+// quantize b as their integer dots do (quant_dot.h): Q8_K blocks (the
+// reference quantize_row_q8_k) for 256-element super-blocks, the same 32-element
+// blocks as Q8_0 for the rest, so the same tolerance holds. Their row lengths
+// are multiples of 256 (see scaled_k). BF16 weights may round b to bf16
 // (vdpbf16ps), a relative error of at most 2^-9 per element: tolerance 4e-3.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "cpu/kernels/quant_dot.h"
 #include "cpu/kernels/vec.h"
 #include "loom/graph.h"
 #include "loom/ops.h"
@@ -49,6 +54,18 @@ std::vector<double> quantize_like_kernels(const std::vector<float>& x) {
     for (int i = 0; i < cpu::kQBlock; ++i) out[b + i] = std::nearbyint(x[b + i] * inv) * static_cast<double>(d);
   }
   return out;
+}
+
+// b as the kernels see it for weights of `type`.
+std::vector<double> b_like_kernels(DType type, const std::vector<float>& x) {
+  if (type == DType::Q8_0 || type == DType::Q4_0) return quantize_like_kernels(x);
+  if (!traits(type).is_quantized) return {x.begin(), x.end()};
+  if (cpu::act_format(type) == cpu::ActFormat::Q8_32) return quantize_like_kernels(x);
+  std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
+  std::vector<float> deq(x.size());
+  quantize_row_q8_k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+  dequantize_row_q8_k(blocks.data(), deq.data(), static_cast<int64_t>(x.size()));
+  return {deq.begin(), deq.end()};
 }
 
 void check(const Case& c, DType type, Isa isa, int threads, uint32_t seed) {
@@ -91,7 +108,6 @@ void check(const Case& c, DType type, Isa isa, int threads, uint32_t seed) {
   backend->compute(graph);
   const std::vector<float> got = tensor_to_floats(*out);
 
-  const bool quant = type == DType::Q8_0 || type == DType::Q4_0;
   const double rel = type == DType::BF16 ? 4e-3 : 1e-4;
   int bad = 0;
   for (int64_t i3 = 0; i3 < c.b3; ++i3)
@@ -105,7 +121,7 @@ void check(const Case& c, DType type, Isa isa, int threads, uint32_t seed) {
             case BLayout::Permuted: col[k] = sv[k + c.K * (i2 + c.b2 * (j + c.N * i3))]; break;
           }
         }
-        std::vector<double> bref = quant ? quantize_like_kernels(col) : std::vector<double>(col.begin(), col.end());
+        const std::vector<double> bref = b_like_kernels(type, col);
         const int64_t ia2 = i2 / (c.b2 / c.a2), ia3 = i3 / (c.b3 / c.a3);
         for (int64_t i = 0; i < c.M; ++i) {
           const float* arow = &a_deq[c.K * (i + c.M * (ia2 + c.a2 * ia3))];
@@ -133,10 +149,15 @@ std::vector<Isa> levels() {
 class MulMatTest : public ::testing::TestWithParam<DType> {
  protected:
   void TearDown() override { cpu::set_mul_mat_isa(std::nullopt); }
-  void run(const Case& c) {
+  void run(Case c) {
+    c.K = scaled_k(c.K, GetParam());
     uint32_t seed = 1;
     for (Isa isa : levels())
       for (int threads : {1, 2}) check(c, GetParam(), isa, threads, seed++);
+  }
+  // Types of 256-element blocks: K (a multiple of 32) becomes 256, 512 or 768.
+  static int64_t scaled_k(int64_t k, DType type) {
+    return traits(type).block_size == kQK_K ? kQK_K * (1 + k / 32 % 3) : k;
   }
 };
 
@@ -159,7 +180,9 @@ TEST_P(MulMatTest, PermutedB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
-                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                           DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 TEST(MulMatDispatch, NeverAboveTheCpu) {

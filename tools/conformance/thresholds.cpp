@@ -89,20 +89,26 @@ constexpr ThresholdRule kTable[] = {
     {Op::MulMat, DType::BF16, 2e-5, "allows b rounded to bf16 (up to ~3.3e-6)"},
     {Op::MulMat, DType::Q8_0, 5e-4, "allows b quantized to q8_0 blocks (up to ~4.3e-5)"},
     {Op::MulMat, DType::Q4_0, 5e-4, "allows b quantized to q8_0 blocks (up to ~4.3e-5)"},
-    // The other quantized types: the CPU multiplies dequantized f32 rows today
-    // (error ~1e-14); the bound leaves room for integer kernels with b
-    // quantized to q8_0 / q8_K blocks, as for q8_0 and q4_0.
+    // The other quantized types: the CPU quantizes b as their integer dots
+    // need (quant_dot.h). 32-element types take q8 blocks as Q8_0 does.
     {Op::MulMat, DType::Q4_1, 5e-4, "allows b quantized to q8 blocks"},
     {Op::MulMat, DType::Q5_0, 5e-4, "allows b quantized to q8 blocks"},
     {Op::MulMat, DType::Q5_1, 5e-4, "allows b quantized to q8 blocks"},
-    {Op::MulMat, DType::Q2_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMat, DType::Q3_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMat, DType::Q4_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMat, DType::Q5_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMat, DType::Q6_K, 5e-4, "allows b quantized to q8_K blocks"},
     {Op::MulMat, DType::IQ4_NL, 5e-4, "allows b quantized to q8 blocks"},
-    {Op::MulMat, DType::IQ4_XS, 5e-4, "allows b quantized to q8_K blocks"},
     {Op::MulMat, DType::MXFP4, 5e-4, "allows b quantized to q8 blocks"},
+    // 256-element types take q8_K: one step (max|x| / 127) per 256 values. On
+    // this suite's N(0, 1) data max|x| is ~2.9 sigma, so the NMSE from b's
+    // rounding is 4.8e-5 at the median, but over the 3 outputs of the
+    // smallest case (K = 256, M = 3, N = 1) it is 1.5e-3 at the 99th and
+    // 5e-3 at the 99.9th percentile (3000 simulated draws). llama.cpp's
+    // test-backend-ops keeps 5e-4 for mul_mat with uniform [-1, 1] data,
+    // whose max is only 1.7 sigma. A wrong scale or offset gives 1e-2 or more.
+    {Op::MulMat, DType::Q2_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::Q3_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::Q4_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::Q5_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::Q6_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::IQ4_XS, 5e-3, "allows b quantized to q8_K blocks (see above)"},
     // mul_mat_id: one mul_mat per (token, expert), the same room for b.
     {Op::MulMatId, DType::F32, 2e-6, "f32 sums; allows b rounded to f16 or tf32 (up to ~4e-7)"},
     {Op::MulMatId, DType::F16, 2e-6, "allows b rounded to f16 (up to ~4e-7)"},
@@ -112,13 +118,13 @@ constexpr ThresholdRule kTable[] = {
     {Op::MulMatId, DType::Q4_1, 5e-4, "allows b quantized to q8 blocks"},
     {Op::MulMatId, DType::Q5_0, 5e-4, "allows b quantized to q8 blocks"},
     {Op::MulMatId, DType::Q5_1, 5e-4, "allows b quantized to q8 blocks"},
-    {Op::MulMatId, DType::Q2_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMatId, DType::Q3_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMatId, DType::Q4_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMatId, DType::Q5_K, 5e-4, "allows b quantized to q8_K blocks"},
-    {Op::MulMatId, DType::Q6_K, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::Q2_K, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
+    {Op::MulMatId, DType::Q3_K, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
+    {Op::MulMatId, DType::Q4_K, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
+    {Op::MulMatId, DType::Q5_K, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
+    {Op::MulMatId, DType::Q6_K, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
     {Op::MulMatId, DType::IQ4_NL, 5e-4, "allows b quantized to q8 blocks"},
-    {Op::MulMatId, DType::IQ4_XS, 5e-4, "allows b quantized to q8_K blocks"},
+    {Op::MulMatId, DType::IQ4_XS, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
     {Op::MulMatId, DType::MXFP4, 5e-4, "allows b quantized to q8 blocks"},
 };
 

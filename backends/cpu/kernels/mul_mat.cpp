@@ -16,6 +16,7 @@
 #include "loom/align.h"
 #include "loom/log.h"
 #include "mul_mat_part.h"
+#include "quant_dot.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -105,6 +106,8 @@ constexpr int64_t kDotMinRows = 16, kDotMaxRows = 128, kDotChunksPerThread = 16;
 constexpr int64_t kPrivateBElements = 8192;
 // Phase 0 tasks per thread (packing is short; a few tasks balance it).
 constexpr int64_t kPackTasksPerThread = 4;
+// Dot path with quantized activations: b columns per pass over a chunk's rows.
+constexpr int64_t kDotColTile = 8;
 
 WKind kind_of(DType type) {
   switch (type) {
@@ -140,10 +143,11 @@ struct Plan {
   bool private_b = false;
   size_t private_off = 0;
   bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or dot16
-  // Quantized types without integer kernels yet (Q4_1, K-quants, IQ4, MXFP4):
-  // a's rows are dequantized to f32 with the type's reference to_float and
-  // multiplied on the F32 paths (correct, not fast).
-  ToFloatFn dequant = nullptr;
+  // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
+  // dot path with b in their activation format (quant_dot.h).
+  DotFn qdot = nullptr;
+  Dot4Fn qdot4 = nullptr;  // 4 columns at once, where the level has it
+  ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
 
   int64_t n_row_blocks() const { return (M + row_block - 1) / row_block; }
@@ -169,11 +173,15 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
   p.repacked = is_repacked(a);
-  if (traits(a.type).is_quantized && !is_quant(p.kind)) p.dequant = traits(a.type).to_float;
+  if (traits(a.type).is_quantized && !is_quant(p.kind)) {
+    p.qdot = quant_dot(kern.isa, a.type);
+    p.qdot4 = quant_dot4(kern.isa, a.type);
+    p.act = act_format(a.type);
+  }
   // Interleaved weights with a gemm16 kernel take every N on the dot path
   // (b in row format, 16 rows x up to 8 columns per call).
   const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
-  p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16;
+  p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16 && !p.qdot;
   const int64_t K = p.K;
   const size_t row_f32 = align_up(K * sizeof(float), kAlign);
   const size_t q8_row = align_up(q8_row_bytes(K), kAlign);
@@ -182,11 +190,10 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
   p.arow_off = off;
   if (p.repacked) off += align_up(a.nb[1], kAlign);
-  if (p.dequant) off += row_f32;
 
   if (!p.gemm) {
     p.n_units = p.N;
-    p.unit_bytes = is_quant(p.kind) ? q8_row : row_f32;
+    p.unit_bytes = p.qdot ? align_up(act_row_bytes(p.act, K), kAlign) : is_quant(p.kind) ? q8_row : row_f32;
     p.mat_bytes = p.N * p.unit_bytes;
     if (p.n_mat == 1) {
       p.row_block = std::clamp<int64_t>(p.M / (kDotChunksPerThread * nth) / kDotMinRows * kDotMinRows, kDotMinRows,
@@ -210,7 +217,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   }
 
   if (is_quant(p.kind)) p.amode = AMode::Quant;
-  else if (p.kind == WKind::F16 || p.dequant) p.amode = AMode::Convert;
+  else if (p.kind == WKind::F16) p.amode = AMode::Convert;
   else if (p.kind == WKind::BF16) p.amode = kern.gemm_bf16 && K % 2 == 0 ? AMode::Bf16Pairs : AMode::Convert;
   else p.amode = AMode::Direct;
 
@@ -274,6 +281,10 @@ const float* b_column(const Tensor& b, int64_t mat, int64_t j, float* tmp) {
 void pack_dot_column(const Plan& p, const Tensor& b, int64_t mat, int64_t j, uint8_t* dst, uint8_t* thread) {
   const int64_t K = p.K;
   auto* tmp = reinterpret_cast<float*>(thread + p.gather_off);
+  if (p.qdot) {
+    quantize_act(p.act, p.kern->quantize_row, b_column(b, mat, j, tmp), K, dst);
+    return;
+  }
   if (!is_quant(p.kind)) {
     auto* out = reinterpret_cast<float*>(dst);
     const float* x = b_column(b, mat, j, out);
@@ -382,13 +393,29 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
       }
     }
   }
+  if (p.qdot) {
+    // Columns kDotColTile at a time, so that they stay in L1 while every row
+    // of the chunk (in L2) passes over them.
+    for (int64_t j0 = 0; j0 < p.N; j0 += kDotColTile) {
+      const int64_t j1 = std::min(p.N, j0 + kDotColTile);
+      for (int64_t i = r0; i < r1; ++i) {
+        const char* ar = a_row(a, b, mat, i);
+        auto out = [&](int64_t j) { return reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]); };
+        int64_t j = j0;
+        if (p.qdot4) {
+          for (; j + 4 <= j1; j += 4) {
+            float four[4];
+            p.qdot4(p.K, ar, bmat + j * p.unit_bytes, p.unit_bytes, four);
+            for (int c = 0; c < 4; ++c) *out(j + c) = four[c];
+          }
+        }
+        for (; j < j1; ++j) p.qdot(p.K, ar, bmat + j * p.unit_bytes, out(j));
+      }
+    }
+    return;
+  }
   for (int64_t i = r0; i < r1; ++i) {
     const char* ar = p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i);
-    if (p.dequant) {
-      auto* row = reinterpret_cast<float*>(thread + p.arow_off);
-      p.dequant(ar, row, p.K);
-      ar = reinterpret_cast<const char*>(row);
-    }
     for (int64_t j = 0; j < p.N; ++j)
       dot(p.K, ar, bmat + j * p.unit_bytes, reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]));
   }
@@ -410,8 +437,7 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     for (int64_t i = r0; i < r1; ++i) {
       const char* ar = a_row(a, b, mat, i);
       float* out = af32 + (i - r0) * K;
-      if (p.dequant) p.dequant(ar, out, K);
-      else if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
+      if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
       else kern.bf16_to_f32(ar, out, K);
     }
   } else if (p.amode == AMode::Quant) {

@@ -1,0 +1,96 @@
+// Integer dot products for the quantized weight types other than Q8_0 / Q4_0
+// (Q4_1, Q5_0, Q5_1, the K-quants, IQ4_NL, IQ4_XS, MXFP4): the a row stays in
+// its blocks, the b column is quantized once to int8 activations, and each
+// block's sum of products is an exact integer scaled by the blocks' floats.
+//
+// Activation formats (the "row format" of b on mul_mat's dot path):
+//  - Q8_K: BlockQ8_K[k / 256] (types.h), for the 256-element super-block
+//    types (Q2_K .. Q6_K, IQ4_XS); its bsums give the K-quants' min and
+//    offset terms without touching q again.
+//  - Q8_32: the q8 row of vec.h, int8 q[k], float d[k / 32], float s[k / 32]
+//    with s = d * sum(q), for the 32-element types (s gives Q4_1 / Q5_1's
+//    minimum term).
+// quant_dot_scalar.cpp holds the reference of each dot (one block at a time,
+// written for clarity); quant_dot_avx2.cpp computes the same integers with
+// maddubs / madd. AVX-512 machines run the AVX2 code: there is no AVX-512
+// variant of these dots yet.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "loom/types.h"
+#include "vec.h"
+
+namespace loom::cpu {
+
+enum class ActFormat { Q8_K, Q8_32 };
+
+// The activation format a weight type's dot takes (Q8_K for 256-element
+// super-blocks, Q8_32 for 32-element blocks).
+ActFormat act_format(DType type);
+// Bytes of one b column of k elements in `format`.
+size_t act_row_bytes(ActFormat format, int64_t k);
+// x[k] -> one b column in `format`; q8_32 is the ISA's quantize_row (Q8_K
+// rows are quantized by the one reference quantize_row_q8_k).
+void quantize_act(ActFormat format, QuantizeRowFn q8_32, const float* x, int64_t k, void* out);
+
+// The dot for weights of `type` at a level, or null for a type without one
+// (F32, F16, BF16, Q8_0, Q4_0 use MulMatKernels::dot). Avx512 gives the
+// AVX2 dots.
+DotFn quant_dot(Isa isa, DType type);
+DotFn quant_dot_scalar(DType type);
+DotFn quant_dot_avx2(DType type);  // call only if best_isa() >= Avx2
+
+// out[c] = dot(a row, b column c) for 4 columns b_stride bytes apart (the
+// row's weights unpacked once for the 4): the same float result as 4 calls
+// of the level's DotFn. Only where it pays (AVX2: Q4_K, Q5_K, Q6_K); null
+// elsewhere.
+using Dot4Fn = void (*)(int64_t k, const void* a_row, const void* b_col0, size_t b_stride, float* out);
+Dot4Fn quant_dot4(Isa isa, DType type);
+Dot4Fn quant_dot4_avx2(DType type);  // call only if best_isa() >= Avx2
+
+// ---- block decoding shared by the scalar and AVX2 dots -------------------
+
+// Q4_K / Q5_K: 6-bit scale and min of sub-block s (0..7); layout in types.h.
+inline void k4_scale_min(const uint8_t* scales, int s, int& sc, int& m) {
+  if (s < 4) {
+    sc = scales[s] & 63;
+    m = scales[s + 4] & 63;
+  } else {
+    sc = (scales[s + 4] & 0x0f) | (scales[s - 4] >> 6) << 4;
+    m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
+  }
+}
+
+// Q4_K / Q5_K: all 8 scales (sc[s]) and mins (byte s of m8) at once, from
+// the same layout with whole-word shifts and masks.
+inline void k4_scales_mins(const uint8_t* scales, uint8_t* sc, uint64_t& m8) {
+  uint32_t w[3];
+  std::memcpy(w, scales, 12);
+  // w[0]: low 6 bits sc[0..3], top 2 bits sc[4..7] >> 4; w[1]: the same for
+  // m; w[2]: low nibbles sc[4..7], high nibbles m[4..7].
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kNibble = 0x0f0f0f0f, kTop2 = 0x03030303;
+  const uint32_t sc_lo = w[0] & kLow6, sc_hi = (w[2] & kNibble) | ((w[0] >> 6) & kTop2) << 4;
+  const uint32_t m_lo = w[1] & kLow6, m_hi = ((w[2] >> 4) & kNibble) | ((w[1] >> 6) & kTop2) << 4;
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  m8 = m_lo | static_cast<uint64_t>(m_hi) << 32;
+}
+
+// Q3_K: the signed scale (6-bit value - 32) of sub-block s (0..15).
+inline int q3_k_scale(const uint8_t* scales, int s) {
+  const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+  const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+// IQ4_XS: the signed scale (6-bit ls - 32) of sub-block s (0..7).
+inline int iq4_xs_scale(const BlockIQ4_XS& x, int s) {
+  const int low = (x.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+  const int high = (x.scales_h >> (2 * s)) & 3;
+  return (low | high << 4) - 32;
+}
+
+}  // namespace loom::cpu
