@@ -1,5 +1,6 @@
-// loom-bench-opencl: mul_mat (matrix x one column, the decode case) on the
-// first OpenCL device against the CPU backend, as GB/s of weights read.
+// loom-bench-opencl: mul_mat (matrix x one column, the decode case) of every
+// weight type on the first OpenCL device against the CPU backend, as GB/s of
+// weights read.
 // Usage: loom-bench-opencl [K=2048] [M=2048] [iterations=20]
 // (set POCL_DEVICES="pthread pthread" for PoCL; LOOM_DEVICES filters as usual)
 #include <chrono>
@@ -65,7 +66,9 @@ int main(int argc, char** argv) {
     std::printf("mul_mat [%lld x %lld] x [%lld x 1], %d iterations\n", static_cast<long long>(K),
                 static_cast<long long>(M), static_cast<long long>(K), iterations);
     std::printf("%-6s %-10s %10s %10s\n", "type", "device", "us", "GB/s");
-    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+    std::vector<DType> types = {DType::F32, DType::F16, DType::BF16};
+    types.insert(types.end(), std::begin(kQuantizedTypes), std::end(kQuantizedTypes));
+    for (DType type : types) {
       for (Device* d : {cl, &reg.cpu()}) {
         size_t bytes = 0;
         const double s = time_mul_mat(*d, type, K, M, iterations, &bytes);

@@ -1,6 +1,7 @@
 #include "opencl_device.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "loom/error.h"
@@ -52,6 +53,17 @@ std::vector<cl_device_id> usable_devices(cl_platform_id platform, const std::str
   return out;
 }
 
+// LOOM_OPENCL_LANES, or `fallback` when unset or not a power of two in 1..64.
+int lanes_from_env(int fallback) {
+  const char* v = std::getenv("LOOM_OPENCL_LANES");
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end == '\0' && n >= 1 && n <= 64 && (n & (n - 1)) == 0) return static_cast<int>(n);
+  log(LogLevel::Warn, "LOOM_OPENCL_LANES='{}' is not a power of two from 1 to 64; ignored", v);
+  return fallback;
+}
+
 }  // namespace
 
 OpenClDevice::OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_device_id id)
@@ -66,6 +78,7 @@ OpenClDevice::OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_dev
   total_memory_ = device_value<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
   max_alloc_ = device_value<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   max_work_group_ = device_value<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+  mul_mat_lanes_ = lanes_from_env(type_ == DeviceType::GPU ? 32 : 1);
   alignment_ = std::max<size_t>(128, device_value<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
   description_ = fmt::format("{} ({}, {}, {} compute units)", device_string(id, CL_DEVICE_NAME), platform_->name,
                              device_string(id, CL_DEVICE_VERSION),

@@ -56,6 +56,10 @@ class OpenClDevice final : public Device {
   size_t max_alloc() const { return max_alloc_; }
   size_t alignment() const { return alignment_; }
   size_t max_work_group() const { return max_work_group_; }
+  // Work-items that share one row of a quantized mul_mat (mul_mat.cl): 32 on
+  // a GPU, 1 on other devices (a CPU runs a whole row per work-item best);
+  // LOOM_OPENCL_LANES=N (a power of two up to 64) overrides it.
+  int mul_mat_lanes() const { return mul_mat_lanes_; }
   // Tracks bytes allocated, for memory().free.
   void note_alloc(size_t bytes) { allocated_ += bytes; }
   void note_free(size_t bytes) { allocated_ -= bytes; }
@@ -72,6 +76,7 @@ class OpenClDevice final : public Device {
   size_t max_alloc_ = 0;
   size_t alignment_ = 128;
   size_t max_work_group_ = 1;
+  int mul_mat_lanes_ = 1;
   std::atomic<size_t> allocated_{0};
   OpenClBufferType buffer_type_;
   OpenClHostBufferType host_buffer_type_;

@@ -13,7 +13,12 @@ namespace loom::opencl {
 namespace {
 
 bool is_plain_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-bool is_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool is_quantized(DType t) { return traits(t).is_quantized; }
+// The quantized types kernels also write (quantize_block in quants.cl); the
+// others are only read.
+bool can_quantize(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1;
+}
 // Quantized tensors must step whole blocks along dim 0.
 bool rows_ok(const Tensor& t) { return !is_quantized(t.type) || t.has_contiguous_rows(); }
 
@@ -24,6 +29,12 @@ cl_int op_code(Op op) { return static_cast<cl_int>(op); }
 std::string upper(std::string_view s) {
   std::string u(s);
   for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return u;
+}
+
+std::string lower(std::string_view s) {
+  std::string u(s);
+  for (char& c : u) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return u;
 }
 
@@ -67,6 +78,9 @@ class Args {
 std::string kernel_defines() {
   std::string defines;
   for (DType t : kAllTypes) defines += fmt::format(" -DT_{}={}", upper(type_name(t)), type_code(t));
+  for (DType t : kQuantizedTypes)
+    defines += fmt::format(" -D{0}_BYTES={1} -D{0}_ELEMS={2}", upper(type_name(t)), traits(t).type_size,
+                           traits(t).block_size);
   for (const OpInfo& info : kOpTable) defines += fmt::format(" -DOP_{}={}", upper(info.name), op_code(info.op));
   return defines;
 }
@@ -81,13 +95,14 @@ bool kernel_supports(const Tensor& node) {
              b->type == DType::I32;
     case Op::SetRows:
       return a->type == DType::F32 && b->type == DType::I32 &&
-             (is_plain_float(node.type) || is_quantized(node.type)) && rows_ok(node);
+             (is_plain_float(node.type) || can_quantize(node.type)) && rows_ok(node);
     case Op::Cpy:
     case Op::Cont: {
       const DType s = a->type, d = node.type;
       if (!rows_ok(*a) || !rows_ok(node)) return false;
       if (s == DType::I32 || d == DType::I32) return s == d;
-      if (is_quantized(d) || is_quantized(s)) return a->ne[0] == node.ne[0];
+      if (is_quantized(d)) return a->ne[0] == node.ne[0] && (s == d || can_quantize(d));
+      if (is_quantized(s)) return a->ne[0] == node.ne[0];
       return is_plain_float(s) && is_plain_float(d);
     }
     case Op::Add:
@@ -268,15 +283,24 @@ void OpenClBackend::enqueue_node(Tensor& node) {
         args.tensor(*a).value(type_code(a->type)).tensor(*b).tensor(node);
         return launch(k, "k_mul_mat_any", a->ne[1], b->ne[1], b->ne[2] * b->ne[3]);
       }
-      const char* name = a->type == DType::F32    ? "k_mul_mat_f32"
-                         : a->type == DType::F16  ? "k_mul_mat_f16"
-                         : a->type == DType::BF16 ? "k_mul_mat_bf16"
-                         : a->type == DType::Q8_0 ? "k_mul_mat_q8_0"
-                                                  : "k_mul_mat_q4_0";
       constexpr int64_t kColumnsPerItem = 4;  // MM_NC in mul_mat.cl
-      auto [k, args] = start(name);
+      const int64_t column_groups = (b->ne[1] + kColumnsPerItem - 1) / kColumnsPerItem;
+      const std::string name = "k_mul_mat_" + lower(type_name(a->type));
+      auto [k, args] = start(name.c_str());
       args.tensor(*a).tensor(*b).tensor(node);
-      return launch(k, name, a->ne[1], (b->ne[1] + kColumnsPerItem - 1) / kColumnsPerItem, b->ne[2] * b->ne[3]);
+      if (!is_quantized(a->type)) return launch(k, name.c_str(), a->ne[1], column_groups, b->ne[2] * b->ne[3]);
+      // `lanes` work-items per row of a (no more than its 32-element chunks
+      // need), a work-group of up to 64 (a power of two) covering group / lanes rows.
+      const size_t group = local_for(64);
+      const size_t lanes = std::min<size_t>(local_for(a->ne[0] / 32), std::min<size_t>(device_.mul_mat_lanes(), group));
+      const size_t rows_per_group = group / lanes;
+      args.value(static_cast<cl_int>(lanes));
+      const size_t local[3] = {group, 1, 1};
+      const size_t global[3] = {(static_cast<size_t>(a->ne[1]) + rows_per_group - 1) / rows_per_group * group,
+                                static_cast<size_t>(column_groups), static_cast<size_t>(b->ne[2] * b->ne[3])};
+      check(clEnqueueNDRangeKernel(queue(), k, 3, nullptr, global, local, 0, nullptr, nullptr),
+            fmt::format("{}: running kernel {} for '{}' {}", device_.name(), name, node.name, node.shape_string()));
+      return;
     }
     default:
       break;

@@ -216,8 +216,14 @@ void expect_close(const Builder& build, double max_nmse, const char* what, const
 
 // The reference dequantizes a to f32 first: the CPU's quantized mul_mat
 // also quantizes b, which the OpenCL kernels do not.
+std::vector<DType> weight_types() {
+  std::vector<DType> types = {DType::F32, DType::F16, DType::BF16};
+  types.insert(types.end(), std::begin(kQuantizedTypes), std::end(kQuantizedTypes));
+  return types;
+}
+
 TEST(OpenCL, MulMatMatchesTheCpuForEveryWeightType) {
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  for (DType type : weight_types()) {
     for (int64_t n : {1, 3, 9}) {
       auto build = [&](bool dequantize) {
         return [=](Context& ctx, std::vector<Tensor*>& in) {
@@ -297,14 +303,19 @@ TEST(OpenCL, ElementwiseAndDataMovementMatchTheCpu) {
         return concat(ctx, a, b, 1);
       },
       0, "concat");
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  // Rows of 256: whole blocks of every type.
+  for (DType type : weight_types()) {
     expect_close(
         [type](Context& ctx, std::vector<Tensor*>& in) {
-          Tensor* a = input(ctx, in, type, {64, 10, 2});
+          Tensor* a = input(ctx, in, type, {256, 10, 2});
           Tensor* rows = ints(ctx, in, {5, 2}, 10);
           return get_rows(ctx, a, rows);
         },
         0, "get_rows");
+  }
+  // The types OpenCL kernels write: the same blocks as the CPU's.
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                     DType::Q5_1}) {
     expect_close(
         [type](Context& ctx, std::vector<Tensor*>& in) {
           Tensor* dst = input(ctx, in, type, {64, 10});

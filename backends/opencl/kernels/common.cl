@@ -3,10 +3,8 @@
 // byte strides nb (as in loom::Tensor). Type ids (T_F32, T_Q4_0, ...) and op
 // ids (OP_ADD, OP_SCALE, ...) are not written here: the host defines them from
 // loom::DType and loom::Op when it builds the program (kernel_defines() in
-// opencl_ops.cpp), so they always match.
-#define QK 32  // elements per Q8_0 / Q4_0 block
-#define Q8_0_BYTES 34
-#define Q4_0_BYTES 18
+// opencl_ops.cpp), so they always match. The quantized block formats are in
+// quants.cl, which comes first.
 
 #define TENSOR(n) global char *n##_p, ulong n##_off, long4 n##_ne, ulong4 n##_nb
 #define ROW(n, i1, i2, i3) (n##_p + n##_off + (i1) * n##_nb.y + (i2) * n##_nb.z + (i3) * n##_nb.w)
@@ -43,12 +41,8 @@ inline float load_elem(global const char* row, int type, long i0, ulong nb0) {
   if (type == T_F16) return vload_half(0, (global const half*)(row + i0 * nb0));
   if (type == T_BF16) return load_bf16(row + i0 * nb0);
   if (type == T_I32) return (float)*(global const int*)(row + i0 * nb0);
-  global const uchar* b = (global const uchar*)(row + (i0 / QK) * nb0);
-  const float d = vload_half(0, (global const half*)b);
-  const int j = (int)(i0 % QK);
-  if (type == T_Q8_0) return (float)((global const char*)b)[2 + j] * d;
-  const int q = j < QK / 2 ? (b[2 + j] & 15) : (b[2 + j - QK / 2] >> 4);  // T_Q4_0
-  return (float)(q - 8) * d;
+  const int n = block_elems(type);
+  return dequantize_elem(type, (qptr)(row + (i0 / n) * nb0), (int)(i0 % n));
 }
 
 // Stores into a plain (not quantized, not I32) element.
@@ -63,35 +57,6 @@ inline void store_elem(global char* p, int type, float v) {
 }
 
 inline int type_bytes(int type) { return type == T_F16 || type == T_BF16 ? 2 : 4; }
-
-// Quantizes 32 floats into one block, exactly as the CPU's from_float.
-inline void quantize_block(const float* x, global char* blk, int type) {
-  if (type == T_Q8_0) {
-    float amax = 0.0f;
-    for (int j = 0; j < QK; ++j) amax = fmax(amax, fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    vstore_half_rte(d, 0, (global half*)blk);
-    for (int j = 0; j < QK; ++j) blk[2 + j] = (char)(int)round(x[j] * id);
-  } else {  // T_Q4_0: the element of largest magnitude maps to -8
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < QK; ++j) {
-      if (fabs(x[j]) > amax) {
-        amax = fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    vstore_half_rte(d, 0, (global half*)blk);
-    global uchar* qs = (global uchar*)(blk + 2);
-    for (int j = 0; j < QK / 2; ++j) {
-      const int q0 = min(15, (int)(x[j] * id + 8.5f));
-      const int q1 = min(15, (int)(x[j + QK / 2] * id + 8.5f));
-      qs[j] = (uchar)(q0 | (q1 << 4));
-    }
-  }
-}
 
 inline float hsum16(float16 v) {
   const float8 a = v.lo + v.hi;

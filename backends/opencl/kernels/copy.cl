@@ -29,20 +29,20 @@ kernel void k_set_rows(TENSOR(s), TENSOR(idx), TENSOR(d), int d_type, global int
   store_elem(ELEM(d, i0, row, i2, i3), d_type, v);
 }
 
-// Quantized destination: one work-item per block, launched over
-// (s.ne0 / 32, s.ne1, s.ne2 * s.ne3).
+// Quantized destination (a type quantize_block writes: 32-element blocks):
+// one work-item per block, launched over (s.ne0 / 32, s.ne1, s.ne2 * s.ne3).
 kernel void k_set_rows_q(TENSOR(s), TENSOR(idx), TENSOR(d), int d_type, global int* err, int label) {
   const long ib = get_global_id(0), i1 = get_global_id(1), z = get_global_id(2);
-  if (ib >= s_ne.x / QK) return;
+  if (ib >= s_ne.x / 32) return;
   const long i2 = z % s_ne.z, i3 = z / s_ne.z;
   const int row = *(global const int*)(idx_p + idx_off + i1 * idx_nb.x + i2 * idx_nb.y + i3 * idx_nb.z);
   if (row < 0 || row >= d_ne.y) {
     report_error(err, label, row);
     return;
   }
-  float x[QK];
+  float x[32];
   global const char* in = ROW(s, i1, i2, i3);
-  for (int j = 0; j < QK; ++j) x[j] = *(global const float*)(in + (ib * QK + j) * s_nb.x);
+  for (int j = 0; j < 32; ++j) x[j] = *(global const float*)(in + (ib * 32 + j) * s_nb.x);
   quantize_block(x, ROW(d, row, i2, i3) + ib * d_nb.x, d_type);
 }
 
@@ -74,22 +74,24 @@ kernel void k_cpy(TENSOR(s), int s_type, TENSOR(d), int d_type) {
 }
 
 // cpy/cont into a quantized type (rows have the same length): one work-item
-// per destination block, launched over (d.ne0 / 32, d.ne1, d.ne2 * d.ne3).
+// per destination block, launched over (d.ne0 / block elements, d.ne1,
+// d.ne2 * d.ne3). Blocks of the same type are copied byte for byte; other
+// sources are quantized (32-element blocks, see quantize_block).
 kernel void k_cpy_q(TENSOR(s), int s_type, TENSOR(d), int d_type) {
   const long ib = get_global_id(0), i1 = get_global_id(1), z = get_global_id(2);
-  if (ib >= d_ne.x / QK) return;
+  if (ib >= d_ne.x / block_elems(d_type)) return;
   const long i2 = z % d_ne.z, i3 = z / d_ne.z;
   long r = i1 + d_ne.y * (i2 + d_ne.z * i3);  // the same row of the source
   const long j1 = r % s_ne.y, j2 = r / s_ne.y % s_ne.z, j3 = r / (s_ne.y * s_ne.z);
   global const char* in = ROW(s, j1, j2, j3);
   global char* out = ROW(d, i1, i2, i3) + ib * d_nb.x;
   if (s_type == d_type) {
-    const int n = d_type == T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;
+    const int n = block_bytes(d_type);
     global const char* blk = in + ib * s_nb.x;
     for (int k = 0; k < n; ++k) out[k] = blk[k];
     return;
   }
-  float x[QK];
-  for (int k = 0; k < QK; ++k) x[k] = load_elem(in, s_type, ib * QK + k, s_nb.x);
+  float x[32];
+  for (int k = 0; k < 32; ++k) x[k] = load_elem(in, s_type, ib * 32 + k, s_nb.x);
   quantize_block(x, out, d_type);
 }
