@@ -14,6 +14,7 @@
 
 #include "loom/align.h"
 #include "loom/error.h"
+#include "loom/fault_injection.h"
 #include "loom/gguf.h"
 
 namespace loom::gguf {
@@ -52,9 +53,14 @@ class Cursor {
   void read_at(void* dst, uint64_t n, uint64_t offset) const {
     auto* out = static_cast<uint8_t*>(dst);
     while (n > 0) {
+      if (fault::should_fail(fault::Site::FileRead))
+        fail("{}: read of {} bytes at offset {} failed: injected failure", path_, n, offset);
       const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) fail("{}: read of {} bytes at offset {} failed: {}", path_, n, offset, std::strerror(errno));
+      if (got < 0) fail("{}: read of {} bytes at offset {} failed: {}", path_, n, offset, std::strerror(errno));
+      if (got == 0)
+        fail("{}: the file ends before offset {}, but it had {} bytes when it was opened: it changed while in use",
+             path_, offset, size_);
       out += got;
       offset += got;
       n -= got;
