@@ -38,6 +38,7 @@ class Cursor {
     if (n > remaining())
       fail("{}: truncated file: {} needs {} bytes at offset {}, but the file has {} bytes", path_, what, n, pos_,
            size_);
+    if (n == 0) return;  // dst may be null (an empty array's block): memcpy must not see it
     if (map_) {
       std::memcpy(dst, map_ + pos_, n);
     } else {

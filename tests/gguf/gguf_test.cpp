@@ -315,6 +315,7 @@ TEST(Gguf, ArraysRoundTripCompactly) {
   w.set("bools", Value::array(ValueType::Bool, {Value::boolean(true), Value::boolean(false)}));
   w.set("i64s", Value::array(ValueType::I64, {Value{ValueType::I64, ValueType::U8, int64_t{-5}}}));
   w.set("strings", Value::strings({"", "x", "hello"}));
+  w.set("empty", Value::array(ValueType::F32, {}));  // fuzz finding: memcpy to a null block (UBSan)
   const std::string path = temp_path("arrays.gguf");
   w.write(path);
   auto f = File::open(path);
@@ -330,6 +331,8 @@ TEST(Gguf, ArraysRoundTripCompactly) {
   EXPECT_EQ(s[1].as_string(), "x");
   EXPECT_THROW(s[3], Error);
   EXPECT_EQ(f->get("strings").to_string(), "[3 x string] [\"\", \"x\", \"hello\"]");
+  EXPECT_EQ(f->get("empty").as_array().size(), 0u);
+  EXPECT_EQ(File::open(path, false)->get("empty").as_array().size(), 0u);
   std::filesystem::remove(path);
 }
 
