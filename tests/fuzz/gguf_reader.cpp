@@ -46,9 +46,10 @@ void touch_value(const Value& v) {
 void touch_file(const File& f) {
   (void)f.version();
   (void)f.alignment();
-  const uint64_t data_offset = f.data_offset();
+  // data_offset() may lie past the end of a file with no tensor data (the
+  // padding is not stored); every tensor must lie inside the file.
+  (void)f.data_offset();
   const uint64_t file_size = f.file_size();
-  if (data_offset > file_size) __builtin_trap();
   for (const auto& kv : f.metadata()) {
     touch_value(kv.value);
     if (f.find(kv.key) == nullptr) __builtin_trap();

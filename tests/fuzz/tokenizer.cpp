@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (control & 32) {
     // Arbitrary ids, in range or not: out-of-range ids must be refused, not read.
     std::vector<int32_t> ids((size - 1) / 4);
-    std::memcpy(ids.data(), data + 1, ids.size() * 4);
+    if (!ids.empty()) std::memcpy(ids.data(), data + 1, ids.size() * 4);
     try {
       (void)tok.decode(ids, render_special);
     } catch (const loom::Error&) {
