@@ -70,6 +70,7 @@ size_t OpenClBufferType::max_size() const { return device_.max_alloc(); }
 Device* OpenClBufferType::device() const { return &device_; }
 
 std::shared_ptr<Buffer> OpenClBufferType::alloc_impl(size_t size) {
+  device_.check_host_memory(size, name());
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, size, nullptr, &status));
   if (status != CL_SUCCESS)
@@ -149,6 +150,7 @@ size_t OpenClHostBufferType::max_size() const { return device_.max_alloc(); }
 Device* OpenClHostBufferType::device() const { return &device_; }
 
 std::shared_ptr<Buffer> OpenClHostBufferType::alloc_impl(size_t size) {
+  device_.check_host_memory(size, name_);
   cl_int status = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(device_.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, nullptr, &status));
   if (status != CL_SUCCESS) fail("buffer type {}: allocating {} bytes failed: {}", name_, size, status_name(status));

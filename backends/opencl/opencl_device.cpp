@@ -75,6 +75,7 @@ OpenClDevice::OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_dev
       host_buffer_type_(*this) {
   const auto cl_type = device_value<cl_device_type>(id, CL_DEVICE_TYPE);
   type_ = (cl_type & CL_DEVICE_TYPE_GPU) ? DeviceType::GPU : DeviceType::ACCEL;
+  uses_host_memory_ = (cl_type & CL_DEVICE_TYPE_CPU) || device_value<cl_bool>(id, CL_DEVICE_HOST_UNIFIED_MEMORY);
   total_memory_ = device_value<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
   max_alloc_ = device_value<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   max_work_group_ = device_value<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
@@ -91,6 +92,15 @@ OpenClDevice::OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_dev
 MemoryInfo OpenClDevice::memory() const {
   const size_t used = allocated_.load();
   return {used < total_memory_ ? total_memory_ - used : 0, total_memory_};
+}
+
+void OpenClDevice::check_host_memory(size_t bytes, std::string_view buffer_type) const {
+  if (!uses_host_memory_) return;
+  const size_t available = Registry::get().cpu().memory().free;
+  if (bytes > available)
+    fail("buffer type {}: cannot allocate {} bytes ({} MiB): {} keeps its memory in host memory, where only {} MiB "
+         "is available",
+         buffer_type, bytes, bytes >> 20, name_, available >> 20);
 }
 
 std::unique_ptr<Backend> OpenClDevice::create_backend(const BackendOptions&) {

@@ -60,12 +60,19 @@ class OpenClDevice final : public Device {
   // a GPU, 1 on other devices (a CPU runs a whole row per work-item best);
   // LOOM_OPENCL_LANES=N (a power of two up to 64) overrides it.
   int mul_mat_lanes() const { return mul_mat_lanes_; }
+  // Whether allocations come out of host memory (a CPU device such as
+  // PoCL's): then a buffer larger than the host's available memory is
+  // refused with Loom's own message before the driver is asked (PoCL aborts
+  // the process when its own allocation fails).
+  bool uses_host_memory() const { return uses_host_memory_; }
+  void check_host_memory(size_t bytes, std::string_view buffer_type) const;
   // Tracks bytes allocated, for memory().free.
   void note_alloc(size_t bytes) { allocated_ += bytes; }
   void note_free(size_t bytes) { allocated_ -= bytes; }
 
  private:
   std::string name_;
+  bool uses_host_memory_ = false;
   std::string description_;
   DeviceType type_;
   std::shared_ptr<Platform> platform_;

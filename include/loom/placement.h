@@ -26,7 +26,7 @@ namespace loom {
 enum class SplitMode { None, Layer, Row };
 
 struct TensorOverride {
-  std::string pattern;      // ECMAScript regex, searched in the tensor name
+  std::string pattern;      // Perl-compatible regex (PCRE2), searched in the tensor name; at most 256 bytes
   std::string buffer_type;  // a buffer type name: CPU, OpenCL0, ...
 };
 

@@ -1,5 +1,6 @@
 #include "loom/backend.h"
 #include "loom/error.h"
+#include "loom/fault_injection.h"
 #include "loom/iequals.h"
 
 namespace loom {
@@ -37,6 +38,8 @@ std::shared_ptr<Buffer> BufferType::alloc(size_t size) {
   if (size > max_size())
     fail("buffer type {}: cannot allocate {} bytes, the largest allocation is {} bytes", name(), size,
          max_size());
+  if (fault::should_fail(fault::Site::BufferAlloc))
+    fail("buffer type {}: cannot allocate {} bytes: injected failure", name(), size);
   return alloc_impl(size);
 }
 

@@ -1,5 +1,7 @@
 #include "loom/context.h"
 
+#include <cstdint>
+
 #include "loom/error.h"
 
 namespace loom {
@@ -18,6 +20,15 @@ Tensor* Context::new_tensor(DType type, std::span<const int64_t> ne) {
   if (t.ne[0] % traits(type).block_size != 0)
     fail("a {} tensor needs ne0 a multiple of {}, got {}", type_name(type), traits(type).block_size,
          t.ne[0]);
+  // Dims come from files and options: refuse a tensor whose byte size does
+  // not fit in 63 bits rather than let nbytes() wrap around to a small size.
+  uint64_t bytes = traits(type).type_size;
+  for (int i = 0; i < kMaxDims; ++i) {
+    const uint64_t n = i == 0 ? static_cast<uint64_t>(t.ne[0]) / traits(type).block_size : t.ne[i];
+    if (__builtin_mul_overflow(bytes, n, &bytes) || bytes > static_cast<uint64_t>(INT64_MAX))
+      fail("a {} tensor of {} x {} x {} x {} elements is larger than 2^63 bytes", type_name(type), t.ne[0], t.ne[1],
+           t.ne[2], t.ne[3]);
+  }
   set_contiguous_strides(t);
   return &tensors_.emplace_back(std::move(t));
 }

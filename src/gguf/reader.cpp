@@ -2,11 +2,13 @@
 // every count and length is compared with the bytes left in the file before
 // anything is allocated.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -14,6 +16,7 @@
 
 #include "loom/align.h"
 #include "loom/error.h"
+#include "loom/fault_injection.h"
 #include "loom/gguf.h"
 
 namespace loom::gguf {
@@ -35,6 +38,7 @@ class Cursor {
     if (n > remaining())
       fail("{}: truncated file: {} needs {} bytes at offset {}, but the file has {} bytes", path_, what, n, pos_,
            size_);
+    if (n == 0) return;  // dst may be null (an empty array's block): memcpy must not see it
     if (map_) {
       std::memcpy(dst, map_ + pos_, n);
     } else {
@@ -52,9 +56,14 @@ class Cursor {
   void read_at(void* dst, uint64_t n, uint64_t offset) const {
     auto* out = static_cast<uint8_t*>(dst);
     while (n > 0) {
+      if (fault::should_fail(fault::Site::FileRead))
+        fail("{}: read of {} bytes at offset {} failed: injected failure", path_, n, offset);
       const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) fail("{}: read of {} bytes at offset {} failed: {}", path_, n, offset, std::strerror(errno));
+      if (got < 0) fail("{}: read of {} bytes at offset {} failed: {}", path_, n, offset, std::strerror(errno));
+      if (got == 0)
+        fail("{}: the file ends before offset {}, but it had {} bytes when it was opened: it changed while in use",
+             path_, offset, size_);
       out += got;
       offset += got;
       n -= got;
@@ -151,6 +160,77 @@ Value read_value(Cursor& c, ValueType type, const std::string& key, const std::s
   return v;
 }
 
+// A file that shrinks while it is mapped turns reads of the lost pages into
+// SIGBUS. File::data() checks the size first; for reads after that (weights
+// used in place while decoding) a SIGBUS handler recognises addresses inside
+// a tracked mapping and stops the process with a message and exit status 1
+// instead of a crash. Up to kMaxTrackedMaps files at once are tracked.
+constexpr int kMaxTrackedMaps = 64;
+struct TrackedMap {
+  std::atomic<uintptr_t> begin{0}, end{0};
+  std::atomic<const char*> path{nullptr};
+};
+TrackedMap g_maps[kMaxTrackedMaps];
+struct sigaction g_previous_sigbus {};
+
+void write_stderr(const char* text) {
+  for (size_t n = std::strlen(text); n > 0;) {
+    const ssize_t w = ::write(2, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const TrackedMap& m : g_maps) {
+    if (addr < m.begin.load() || addr >= m.end.load()) continue;
+    write_stderr("loom: error: ");
+    write_stderr(m.path.load());
+    write_stderr(" changed while it was mapped (a read past its new end); stopping. Keep model files unchanged "
+                 "while they are in use, or load with --no-mmap\n");
+    _exit(1);
+  }
+  // Not a model file: whatever handled SIGBUS before.
+  if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+  } else if (g_previous_sigbus.sa_handler != SIG_IGN && g_previous_sigbus.sa_handler != SIG_DFL) {
+    g_previous_sigbus.sa_handler(sig);
+  } else {
+    signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
+  }
+}
+
+void track_map(const void* base, uint64_t size, const char* path) {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGBUS, &sa, &g_previous_sigbus) == 0;
+  }();
+  if (!installed) return;
+  for (TrackedMap& m : g_maps) {
+    uintptr_t free_slot = 0;
+    if (!m.begin.compare_exchange_strong(free_slot, reinterpret_cast<uintptr_t>(base))) continue;
+    m.path.store(path);
+    m.end.store(reinterpret_cast<uintptr_t>(base) + size);
+    return;
+  }
+}
+
+void untrack_map(const void* base) {
+  for (TrackedMap& m : g_maps)
+    if (m.begin.load() == reinterpret_cast<uintptr_t>(base)) {
+      m.end.store(0);
+      m.path.store(nullptr);
+      m.begin.store(0);
+      return;
+    }
+}
+
 }  // namespace
 
 std::unique_ptr<File> File::open(const std::string& path, bool use_mmap) {
@@ -166,13 +246,17 @@ std::unique_ptr<File> File::open(const std::string& path, bool use_mmap) {
     void* m = mmap(nullptr, f->file_size_, PROT_READ, MAP_SHARED, f->fd_, 0);
     if (m == MAP_FAILED) fail("cannot mmap {} ({} bytes): {}", path, f->file_size_, std::strerror(errno));
     f->map_ = m;
+    track_map(m, f->file_size_, f->path_.c_str());
   }
   f->parse();
   return f;
 }
 
 File::~File() {
-  if (map_) munmap(map_, file_size_);
+  if (map_) {
+    untrack_map(map_);
+    munmap(map_, file_size_);
+  }
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -322,7 +406,14 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 }
 
 const uint8_t* File::data(const TensorInfo& t) const {
-  return map_ ? static_cast<const uint8_t*>(map_) + t.file_offset : nullptr;
+  if (!map_) return nullptr;
+  // Refuse a file that changed size since it was mapped, before anyone reads it.
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) fail("cannot stat {}: {}", path_, std::strerror(errno));
+  if (static_cast<uint64_t>(st.st_size) != file_size_)
+    fail("{}: the file is now {} bytes, {} when it was mapped: it changed while in use", path_, st.st_size,
+         file_size_);
+  return static_cast<const uint8_t*>(map_) + t.file_offset;
 }
 
 void File::read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint64_t size) const {

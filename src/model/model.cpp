@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <regex>
 #include <cstdio>
 
 #include "arch/arch.h"
@@ -12,6 +11,7 @@
 #include "loom/ops.h"
 #include "loom/tensor_alloc.h"
 #include "loom/tokenizer.h"
+#include "tensor_pattern.h"
 
 namespace loom {
 namespace {
@@ -181,7 +181,14 @@ BufferType* weight_layout_type(Device& device, const Tensor& w) {
 BufferType& Model::choose_buffer_type(const Tensor& w, int64_t layer, Op use, const LoadOptions& o,
                                            std::string& fallback) const {
   for (const TensorOverride& ov : o.placement.overrides) {
-    if (!std::regex_search(w.name, std::regex(ov.pattern))) continue;
+    bool matches = false;
+    try {
+      matches = TensorPattern(ov.pattern).search(w.name);
+    } catch (const Error& e) {
+      throw PlacementError(PlacementField::Overrides, fmt::format("tensor override '{}={}': {}", ov.pattern,
+                                                                  ov.buffer_type, e.what()));
+    }
+    if (!matches) continue;
     BufferType* bt = find_buffer_type(given_devices_, ov.buffer_type);
     if (!bt) {
       std::string names;
@@ -216,11 +223,10 @@ void Model::place_weights(const LoadOptions& options) {
   Device& cpu = *cpu_;
   for (const TensorOverride& ov : options.placement.overrides) {
     try {
-      std::regex check(ov.pattern);
-    } catch (const std::regex_error& e) {
+      TensorPattern check(ov.pattern);
+    } catch (const Error& e) {
       throw PlacementError(PlacementField::Overrides,
-                           fmt::format("tensor override '{}={}': the pattern is not a valid regular expression ({})",
-                                       ov.pattern, ov.buffer_type, e.what()));
+                           fmt::format("tensor override '{}={}': {}", ov.pattern, ov.buffer_type, e.what()));
     }
   }
   const bool row = options.placement.split_mode == SplitMode::Row && !plan_.row_devices.empty();

@@ -25,6 +25,11 @@ struct Session::UbatchGraph {
 Session::Session(const Model& model, const SessionOptions& options) : model_(model), options_(options) {
   const HParams& h = model.hparams();
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+  // The context sizes the KV cache and the attention buffers (n_ctx x n_ubatch
+  // x n_head): bounded well above any model's training context.
+  constexpr int64_t kMaxContext = int64_t{1} << 24;
+  if (n_ctx_ < 1 || n_ctx_ > kMaxContext)
+    fail("context size {} is outside [1, {}] (the limit on the context size)", n_ctx_, kMaxContext);
   if (options_.n_ubatch <= 0 || options_.n_batch <= 0)
     fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
   options_.n_ubatch = std::min(options_.n_ubatch, options_.n_batch);

@@ -176,6 +176,39 @@ TEST(Gguf, EveryTruncationIsAnErrorNotACrash) {
   }
 }
 
+// A file that shrinks while it is in use: refused before its tensors are
+// read (mapped or not), and a read of a lost page of the mapping ends the
+// process with a message and exit status 1, not SIGBUS.
+TEST(Gguf, FileThatShrinksWhileInUseIsAnErrorNotSigbus) {
+  // A tensor big enough to span several pages, so that the shrink loses pages.
+  Writer w;
+  w.add_tensor("w", 0, {8192, 2}, std::vector<uint8_t>(8192 * 2 * 4, 1));
+  const std::string path = temp_path("shrinks.gguf");
+  w.write(path);
+  const uint64_t size = std::filesystem::file_size(path);
+  auto mapped = File::open(path, true);
+  auto read = File::open(path, false);
+  const TensorInfo& t = mapped->tensors().at(0);
+  ASSERT_NE(mapped->data(t), nullptr);
+  std::filesystem::resize_file(path, 4096);
+  try {
+    mapped->data(t);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("changed while in use"), std::string::npos) << e.what();
+  }
+  std::vector<uint8_t> dst(t.size);
+  try {
+    read->read_tensor(t, dst.data(), 0, t.size);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("changed while in use"), std::string::npos) << e.what();
+  }
+  const volatile uint8_t* last = mapped->map_base() + size - 1;
+  EXPECT_EXIT((void)*last, ::testing::ExitedWithCode(1), "changed while it was mapped");
+  std::filesystem::remove(path);
+}
+
 TEST(Gguf, CorruptFieldsGiveErrorsNamingTheProblem) {
   auto expect_error = [](RawFile r, const std::string& needle) {
     const std::string msg = open_error(r.bytes());
@@ -282,6 +315,7 @@ TEST(Gguf, ArraysRoundTripCompactly) {
   w.set("bools", Value::array(ValueType::Bool, {Value::boolean(true), Value::boolean(false)}));
   w.set("i64s", Value::array(ValueType::I64, {Value{ValueType::I64, ValueType::U8, int64_t{-5}}}));
   w.set("strings", Value::strings({"", "x", "hello"}));
+  w.set("empty", Value::array(ValueType::F32, {}));  // fuzz finding: memcpy to a null block (UBSan)
   const std::string path = temp_path("arrays.gguf");
   w.write(path);
   auto f = File::open(path);
@@ -297,6 +331,8 @@ TEST(Gguf, ArraysRoundTripCompactly) {
   EXPECT_EQ(s[1].as_string(), "x");
   EXPECT_THROW(s[3], Error);
   EXPECT_EQ(f->get("strings").to_string(), "[3 x string] [\"\", \"x\", \"hello\"]");
+  EXPECT_EQ(f->get("empty").as_array().size(), 0u);
+  EXPECT_EQ(File::open(path, false)->get("empty").as_array().size(), 0u);
   std::filesystem::remove(path);
 }
 

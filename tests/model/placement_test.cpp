@@ -371,6 +371,14 @@ TEST_P(MultiDeviceModel, OverridesPickTheBufferType) {
       PlacementField::Overrides, "tensor override 'ffn=NoSuchType': no buffer type named 'NoSuchType'");
   expect_placement_error([] { Model::load(*path_, devices(), {.placement = {.overrides = {{"(", "CPU"}}}}); },
                          PlacementField::Overrides, "not a valid regular expression");
+  // A pattern's cost is bounded: its length, and the steps of each search
+  // ((.|.)* tries 2^n ways to cover a name of n characters).
+  expect_placement_error(
+      [] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{std::string(257, 'a'), "CPU"}}}}); },
+      PlacementField::Overrides, "257 bytes long; the limit for a tensor override pattern is 256 bytes");
+  expect_placement_error(
+      [] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{"^(.|.)*\\d$", "CPU"}}}}); },
+      PlacementField::Overrides, "steps to search");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fake, PlanLayersOn, ::testing::Values(DeviceKind::Fake));

@@ -15,6 +15,7 @@
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
+#include "opencl/opencl_device.h"
 #include "test_devices.h"
 
 namespace loom {
@@ -95,6 +96,25 @@ TEST(OpenCL, ZeroSizeAndTooLargeAllocations) {
   auto empty = type.alloc(0);
   EXPECT_EQ(empty->size(), 0u);
   EXPECT_THROW(type.alloc(type.max_size() + 1), Error);
+}
+
+// PoCL keeps device memory in host memory and aborts when its own allocation
+// fails: a request larger than the host's available memory is refused first,
+// with Loom's message. (max_size() is below the available memory on an idle
+// machine, so the check is called directly.)
+TEST(OpenCL, HostMemoryDeviceRefusesMoreThanTheHostHasAvailable) {
+  REQUIRE_OPENCL(1);
+  auto* device = dynamic_cast<opencl::OpenClDevice*>(opencl(0));
+  ASSERT_NE(device, nullptr);
+  if (!device->uses_host_memory()) GTEST_SKIP() << device->name() << " has memory of its own";
+  const size_t available = Registry::get().cpu().memory().free;
+  EXPECT_NO_THROW(device->check_host_memory(available / 4, "OpenCL0"));
+  try {
+    device->check_host_memory(available + (size_t{1} << 30), "OpenCL0");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("keeps its memory in host memory, where only"), std::string::npos) << e.what();
+  }
 }
 
 TEST(OpenCL, CopyCpuToOpenCL0ToOpenCL1ToCpuKeepsEveryByte) {
