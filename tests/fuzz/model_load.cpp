@@ -1,4 +1,4 @@
-// Fuzz target: LlamaModel::load on arbitrary bytes, on the CPU device only:
+// Fuzz target: Model::load on arbitrary bytes, on the CPU device only:
 // GGUF parsing, hyper-parameters, the tokenizer, the tensor table and
 // placement (weights mapped in place or repacked). Seeds are tiny generated
 // models (scripts/fuzz-seeds).
@@ -7,7 +7,7 @@
 
 #include "fuzz_support.h"
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/registry.h"
 #include "loom/tokenizer.h"
 
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     loom::LoadOptions options;
     options.use_mmap = size % 2 == 0;  // both paths: mapped in place and read into buffers
-    auto model = loom::LlamaModel::load(path, cpu, options);
+    auto model = loom::Model::load(path, cpu, options);
     const auto& hp = model->hparams();
     if (hp.n_layer != static_cast<int64_t>(model->layers().size())) __builtin_trap();
     (void)model->describe_buffers();

@@ -12,7 +12,7 @@
 
 #include "loom/error.h"
 #include "loom/fault_injection.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
 #include "support/fake_device.h"
@@ -79,7 +79,7 @@ std::string FaultInjection::path_;
 
 TEST_P(FaultInjection, EveryFailureIsAnErrorAndLeavesTheRestUsable) {
   const Config& c = GetParam();
-  const auto model = LlamaModel::load(path_, devices(), load_options());
+  const auto model = Model::load(path_, devices(), load_options());
   std::vector<float> expected;
   {
     Session session(*model, session_options());
@@ -89,7 +89,7 @@ TEST_P(FaultInjection, EveryFailureIsAnErrorAndLeavesTheRestUsable) {
   // How many visits a whole run makes.
   fault::arm(c.site, 0);
   {
-    auto m = LlamaModel::load(path_, devices(), load_options());
+    auto m = Model::load(path_, devices(), load_options());
     Session s(*m, session_options());
     decode_all(s);
   }
@@ -100,12 +100,12 @@ TEST_P(FaultInjection, EveryFailureIsAnErrorAndLeavesTheRestUsable) {
   int failed_in[3] = {0, 0, 0};  // load, session, decode
   for (uint64_t n = 1; n <= total; ++n) {
     SCOPED_TRACE("failing visit " + std::to_string(n) + " of " + std::to_string(total));
-    std::unique_ptr<LlamaModel> m;
+    std::unique_ptr<Model> m;
     std::unique_ptr<Session> s;
     int stage = 0;
     fault::arm(c.site, n);
     try {
-      m = LlamaModel::load(path_, devices(), load_options());
+      m = Model::load(path_, devices(), load_options());
       stage = 1;
       s = std::make_unique<Session>(*m, session_options());
       stage = 2;

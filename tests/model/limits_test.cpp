@@ -7,7 +7,7 @@
 
 #include "loom/context.h"
 #include "loom/error.h"
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
 
@@ -44,7 +44,7 @@ TEST(Limits, ContextSizeIsBounded) {
   s.n_head_kv = 1;
   s.n_ff = 64;
   write_random_model(s, DType::F32, 1, path);
-  auto model = LlamaModel::load(path, {&Registry::get().cpu()});
+  auto model = Model::load(path, {&Registry::get().cpu()});
   SessionOptions o;
   o.n_ctx = (int64_t{1} << 24) + 1;
   EXPECT_NE(error_of([&] { Session session(*model, o); }).find("is outside [1, 16777216] (the limit on the context size)"),

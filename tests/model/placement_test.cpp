@@ -374,10 +374,10 @@ TEST_P(MultiDeviceModel, OverridesPickTheBufferType) {
   // A pattern's cost is bounded: its length, and the steps of each search
   // ((.|.)* tries 2^n ways to cover a name of n characters).
   expect_placement_error(
-      [] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{std::string(257, 'a'), "CPU"}}}}); },
+      [] { Model::load(*path_, devices(), {.placement = {.overrides = {{std::string(257, 'a'), "CPU"}}}}); },
       PlacementField::Overrides, "257 bytes long; the limit for a tensor override pattern is 256 bytes");
   expect_placement_error(
-      [] { LlamaModel::load(*path_, devices(), {.placement = {.overrides = {{"^(.|.)*\\d$", "CPU"}}}}); },
+      [] { Model::load(*path_, devices(), {.placement = {.overrides = {{"^(.|.)*\\d$", "CPU"}}}}); },
       PlacementField::Overrides, "steps to search");
 }
 

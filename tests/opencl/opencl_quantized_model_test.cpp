@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "loom/llama.h"
+#include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
 #include "test_devices.h"
@@ -39,7 +39,7 @@ ModelSpec spec() {
 
 // Logits of every prompt token (one batch: mat-mat products), then of one
 // more token (mat-vec).
-std::vector<float> run(LlamaModel& m) {
+std::vector<float> run(Model& m) {
   Session s(m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
   const std::vector<int32_t> prompt = {1, 17, 120, 3, 99, 42};
   std::vector<float> logits = s.decode(prompt, true);
@@ -68,7 +68,7 @@ TEST_P(QuantizedModelOnOpenCL, SplitAcrossCpuAndTwoDevicesMatchesTheCpu) {
   write_random_model(spec(), type, 5, path);
   Device& cpu = Registry::get().cpu();
   const std::vector<Device*> devices = {&cpu, opencl(0), opencl(1)};
-  const std::vector<float> want = run(*LlamaModel::load(path, {&cpu}));
+  const std::vector<float> want = run(*Model::load(path, {&cpu}));
 
   struct Variant {
     const char* what;
@@ -81,7 +81,7 @@ TEST_P(QuantizedModelOnOpenCL, SplitAcrossCpuAndTwoDevicesMatchesTheCpu) {
       {"-ngl 4 -sm none", {.n_gpu_layers = 4, .split_mode = SplitMode::None}},
   };
   for (const Variant& v : variants) {
-    auto m = LlamaModel::load(path, devices, {.placement = v.placement});
+    auto m = Model::load(path, devices, {.placement = v.placement});
     size_t on_opencl = 0;
     for (const WeightPlacement& p : m->placements()) {
       EXPECT_EQ(p.fallback, "") << v.what << ": " << p.name;
