@@ -1,24 +1,17 @@
 // mul_mat_id: d[i, s, t] = dot(row i of expert ids[s, t] of a, b[:, s % b.ne1, t]).
 // Launched over (a.ne1, n_used, n_tokens), one dot product per work-item; an
 // expert id outside [0, a.ne2) is reported (report_error) and its column is
-// left unwritten. Weights: f32, f16, bf16, q8_0, q4_0; b any strides.
+// left unwritten. Weights: f32, f16, bf16 and every quantized type; b any strides.
 inline float mmid_b(global const char* brow, long k, ulong nb0) { return *(global const float*)(brow + k * nb0); }
 
 inline float mmid_dot(global const char* arow, int type, global const char* brow, ulong bnb0, long K) {
   float sum = 0.0f;
-  if (type == T_Q8_0 || type == T_Q4_0) {
-    const long bytes = type == T_Q8_0 ? Q8_0_BYTES : Q4_0_BYTES;
-    for (long kb = 0; kb < K / QK; ++kb) {
-      global const uchar* blk = (global const uchar*)arow + kb * bytes;
-      const float d = vload_half(0, (global const half*)blk);
-      float block = 0.0f;
-      for (int j = 0; j < QK; ++j) {
-        int q;
-        if (type == T_Q8_0) q = ((global const char*)blk)[2 + j];
-        else q = (j < QK / 2 ? (blk[2 + j] & 15) : (blk[2 + j - QK / 2] >> 4)) - 8;
-        block += (float)q * mmid_b(brow, kb * QK + j, bnb0);
-      }
-      sum += d * block;
+  if (type != T_F32 && type != T_F16 && type != T_BF16) {
+    // Every quantized type, one element at a time (quants.cl's decoder).
+    const int elems = block_elems(type), bytes = block_bytes(type);
+    for (long kb = 0; kb < K / elems; ++kb) {
+      qptr blk = (qptr)arow + kb * bytes;
+      for (int j = 0; j < elems; ++j) sum += dequantize_elem(type, blk, j) * mmid_b(brow, kb * elems + j, bnb0);
     }
     return sum;
   }
