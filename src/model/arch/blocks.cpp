@@ -6,6 +6,25 @@
 
 namespace loom {
 
+std::string layer_prefix(int64_t il) { return "blk." + std::to_string(il) + "."; }
+
+void declare_attention(ModelWeights& w, const HParams& h, int64_t il, Layer& L) {
+  const std::string p = layer_prefix(il);
+  L.attn_norm = w(p + "attn_norm.weight", {h.n_embd}, il, Op::Mul);
+  L.wq = w(p + "attn_q.weight", {h.n_embd, h.n_embd_q()}, il, Op::MulMat);
+  L.wk = w(p + "attn_k.weight", {h.n_embd, h.n_embd_kv()}, il, Op::MulMat);
+  L.wv = w(p + "attn_v.weight", {h.n_embd, h.n_embd_kv()}, il, Op::MulMat);
+  L.wo = w(p + "attn_output.weight", {h.n_embd_q(), h.n_embd}, il, Op::MulMat);
+}
+
+void declare_gated_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L) {
+  const std::string p = layer_prefix(il);
+  L.ffn_norm = w(p + "ffn_norm.weight", {h.n_embd}, il, Op::Mul);
+  L.ffn_gate = w(p + "ffn_gate.weight", {h.n_embd, h.n_ff}, il, Op::MulMat);
+  L.ffn_up = w(p + "ffn_up.weight", {h.n_embd, h.n_ff}, il, Op::MulMat);
+  L.ffn_down = w(p + "ffn_down.weight", {h.n_ff, h.n_embd}, il, Op::MulMat);
+}
+
 Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w) { return mul(g.ctx, rms_norm(g.ctx, x, g.h.rms_eps), w); }
 
 Tensor* linear(LayerGraph& g, Tensor* w, Tensor* x, Tensor* b) {

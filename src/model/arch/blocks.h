@@ -6,6 +6,13 @@
 
 namespace loom {
 
+// "blk.<il>.": the prefix of layer il's tensor names.
+std::string layer_prefix(int64_t il);
+// Layer il's attn_norm and separate attn_q, attn_k, attn_v and attn_output.
+void declare_attention(ModelWeights& w, const HParams& h, int64_t il, Layer& L);
+// Layer il's ffn_norm and separate ffn_gate, ffn_up and ffn_down.
+void declare_gated_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L);
+
 // rms_norm(x) * w (w broadcast over rows: [ne0] or matching heads).
 Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w);
 

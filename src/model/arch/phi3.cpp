@@ -22,7 +22,7 @@ class Phi3Arch final : public Arch {
   }
 
   void declare_layer(ModelWeights& w, const HParams& h, int64_t il, Layer& L) const override {
-    const std::string p = "blk." + std::to_string(il) + ".";
+    const std::string p = layer_prefix(il);
     L.attn_norm = w(p + "attn_norm.weight", {h.n_embd}, il, Op::Mul);
     L.wqkv = w(p + "attn_qkv.weight", {h.n_embd, h.n_embd_q() + 2 * h.n_embd_kv()}, il, Op::MulMat);
     L.wo = w(p + "attn_output.weight", {h.n_embd_q(), h.n_embd}, il, Op::MulMat);
