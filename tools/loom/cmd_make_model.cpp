@@ -23,7 +23,7 @@ int cmd_make_model(int argc, char** argv) {
               "iq4_nl, iq4_xs, mxfp4 (a matrix whose rows are not whole blocks falls back as in llama.cpp)"},
              {{"--seed"}, "N", "random seed (default 1)"},
              {{"--vocab"}, "STYLE", "tokenizer: spm (SentencePiece 'llama', default), bpe (byte-level 'gpt2'), "
-                                    "bpe-llama3, bpe-qwen2"},
+                                    "bpe-llama3, bpe-qwen2, or any style of `loom tokenize --list-styles`"},
              {{"--n-embd"}, "N", "embedding size"},
              {{"--n-layer"}, "N", "layers"},
              {{"--n-head"}, "N", "attention heads"},
