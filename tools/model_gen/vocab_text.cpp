@@ -57,7 +57,7 @@ std::string_view vocab_mixed_text() {
       "Numbers such as 1234567, 12345678901, 1,000,000, 3.14159 and 007; version v2.0.1 of 2024-01-15 costs "
       "$1999.99 (#42), x12345 and abc123def.\n"
       "camelCaseWord HTTPServer iPhone XMLHttpRequest \xC3\x84\xC3\x96\xC3\x9C\xC3\xA4\xC3\xB6\xC3\xBC "
-      "\xC7\x85ungla \xC3\x89cole DON'T I'LL WE'VE SHE'D l'homme d'accord 'quoted'\n"
+      "\xC7\x85ungla \xC3\x9Cole DON'T I'LL WE'VE SHE'D l'homme d'accord 'quoted'\n"
       // Korean, jamo, bopomofo, kana, kanji, half-width kana, Chinese with full-width punctuation
       "\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4 \xED\x85\x8D\xEC\x8A\xA4\xED\x8A\xB8 "
       "\xE3\x84\xB1\xE3\x84\xB4\xE3\x84\xB7 \xE3\x84\x85\xE3\x84\x86\xE3\x84\x87 "
