@@ -93,14 +93,8 @@ float fit_affine(const float* x, const float* w, int n, int nmax, float rmin, fl
 // least squares, then 18 neighbouring start scales, keeping the fit with the
 // largest sumlx^2 / suml2. Returns the scale (0 for an all-zero group).
 float fit_symmetric(const float* x, int n, int nmax, int8_t* L) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::fill(L, L + n, 0);
     return 0.0f;
   }
@@ -141,14 +135,8 @@ float fit_symmetric(const float* x, int n, int nmax, int8_t* L) {
 // passes that move single elements to the level the others' fit suggests
 // when that raises sumlx^2 / suml2. Returns the least-squares scale.
 float fit_symmetric_q3(const float* x, int n, int nmax, int8_t* L) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::fill(L, L + n, 0);
     return 0.0f;
   }
@@ -338,14 +326,8 @@ void q3_k_from_float(const float* src, void* dst, int64_t n) {
     std::memset(&blk, 0, sizeof(blk));
     int8_t L[kQK_K];  // 0..7
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int s = 0; s < 16; ++s) {
-      scales[s] = fit_symmetric_q3(src + 16 * s, 16, 4, L + 16 * s);
-      if (std::fabs(scales[s]) > amax) {
-        amax = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
+    for (int s = 0; s < 16; ++s) scales[s] = fit_symmetric_q3(src + 16 * s, 16, 4, L + 16 * s);
+    const float max_scale = signed_absmax(scales, 16);
     if (max_scale != 0) {
       // 6-bit sub-block scales l in [-32, 31]; the largest maps to -32.
       const float iscale = -32.0f / max_scale;
