@@ -14,8 +14,8 @@
 
 namespace {
 
-constexpr loom::TokenizerStyle kStyles[] = {loom::TokenizerStyle::Spm, loom::TokenizerStyle::Bpe,
-                                            loom::TokenizerStyle::BpeLlama3, loom::TokenizerStyle::BpeQwen2};
+const loom::TokenizerStyle kStyles[] = {loom::TokenizerStyle::Spm, loom::TokenizerStyle::Bpe,
+                                        loom::TokenizerStyle::BpeLlama3, loom::TokenizerStyle::BpeQwen2};
 
 std::unique_ptr<loom::Tokenizer> make_tokenizer(loom::TokenizerStyle style) {
   loom::gguf::Writer w;
