@@ -29,6 +29,7 @@ sanitizer_env() {
   # PoCL's dynamic TLS (allocated by the loader, not malloc) and faults on it.
   # use_tls=0 stops it treating TLS as roots; Loom keeps no heap pointers
   # only in thread_local storage, so no leak is hidden or invented by this.
-  export LSAN_OPTIONS=${LSAN_OPTIONS:-"use_tls=0"}
+  # scripts/lsan.supp says why each suppression is a false positive.
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-"use_tls=0:suppressions=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lsan.supp"}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-"halt_on_error=1:second_deadlock_stack=1"}
 }
