@@ -142,6 +142,9 @@ void Engine::loop() {
     }
     assign_waiting();
     step();
+    std::lock_guard lock(mutex_);
+    stats_.kv_cells_used = session_->cells().used();
+    count_slots();
   }
   for (auto& s : slots_)
     if (s->task) finish(*s, "", "the server is shutting down");
@@ -192,6 +195,7 @@ void Engine::assign_waiting() {
     std::lock_guard lock(mutex_);
     stats_.prompt_tokens += task->prompt.size();
     stats_.prompt_tokens_cached += keep;
+    count_slots();
   }
 }
 
@@ -219,7 +223,11 @@ void Engine::emit_new_text(Slot& s, bool final) {
 void Engine::step() {
   // Drop slots whose client left.
   for (auto& s : slots_)
-    if (s->task && s->task->cancelled()) finish(*s, "", "cancelled");
+    if (s->task && s->task->cancelled()) {
+      finish(*s, "", "cancelled");
+      std::lock_guard lock(mutex_);
+      ++stats_.cancelled;
+    }
 
   // One batch: the next token of each generating slot, then prompt chunks.
   Batch batch;
@@ -293,7 +301,9 @@ void Engine::step() {
   stats_.generated_tokens += sampled;
   stats_.decode_seconds += seconds;
   ++stats_.decode_steps;
-  stats_.kv_cells_used = session_->cells().used();
+}
+
+void Engine::count_slots() {
   stats_.slots_busy = static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->task != nullptr; }));
   stats_.slots_idle = options_.n_slots - stats_.slots_busy;
 }

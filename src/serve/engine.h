@@ -32,7 +32,7 @@ struct EngineOptions {
 
 // Figures for /metrics, /health and the slot view.
 struct EngineStats {
-  uint64_t requests = 0, prompt_tokens = 0, prompt_tokens_cached = 0, generated_tokens = 0;
+  uint64_t requests = 0, cancelled = 0, prompt_tokens = 0, prompt_tokens_cached = 0, generated_tokens = 0;
   double decode_seconds = 0;  // time spent in decode steps
   uint64_t decode_steps = 0;
   int64_t kv_cells_used = 0, kv_cells = 0;
@@ -65,6 +65,7 @@ class Engine {
   void step();
   void finish(Slot& s, const std::string& reason, const std::string& error = "");
   void emit_new_text(Slot& s, bool final);
+  void count_slots();  // with mutex_ held
 
   const Model& model_;
   EngineOptions options_;

@@ -29,6 +29,8 @@ std::string metrics_text(const EngineStats& s) {
     out += fmt::format("# HELP loom_{0} {1}\n# TYPE loom_{0} {2}\nloom_{0} {3}\n", name, help, type, value);
   };
   metric("requests_total", "counter", "Completion requests accepted.", static_cast<double>(s.requests));
+  metric("requests_cancelled_total", "counter", "Requests whose client left before the end.",
+         static_cast<double>(s.cancelled));
   metric("prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", static_cast<double>(s.prompt_tokens));
   metric("prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache instead of decoded.",
          static_cast<double>(s.prompt_tokens_cached));
