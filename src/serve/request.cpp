@@ -1,5 +1,6 @@
 #include "request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -36,6 +37,15 @@ int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int6
   if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
     bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, d));
   return static_cast<int64_t>(d);
+}
+
+// Any 64-bit integer, negative ones taken modulo 2^64 (as llama.cpp's seed).
+uint64_t seed(const json& body, uint64_t def) {
+  const json* v = field(body, "seed");
+  if (!v) return def;
+  if (v->is_number_unsigned()) return v->get<uint64_t>();
+  if (v->is_number_integer()) return static_cast<uint64_t>(v->get<int64_t>());
+  bad("seed", "'seed' must be an integer");
 }
 
 bool boolean(const json& body, const char* key, bool def) {
@@ -171,7 +181,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
   s.top_k = static_cast<int>(integer(j, "top_k", s.top_k, 0, INT32_MAX));
   s.top_p = static_cast<float>(number(j, "top_p", s.top_p, 0.0, 1.0));
   s.min_p = static_cast<float>(number(j, "min_p", s.min_p, 0.0, 1.0));
-  s.seed = static_cast<uint64_t>(integer(j, "seed", 0, INT64_MIN, INT64_MAX));
+  s.seed = seed(j, s.seed);
   s.presence_penalty = static_cast<float>(number(j, "presence_penalty", 0.0, -2.0, 2.0));
   s.frequency_penalty = static_cast<float>(number(j, "frequency_penalty", 0.0, -2.0, 2.0));
   s.repeat_penalty = static_cast<float>(number(j, "repeat_penalty", 1.0, 0.0, 100.0));
