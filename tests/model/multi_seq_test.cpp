@@ -1,7 +1,7 @@
 // Many sequences in one Session: the cache cells' tags (KvCells), the masks
 // built from them, and decoding several interleaved sequences against
-// decoding each alone, on the CPU and split across the CPU and two OpenCL
-// devices.
+// decoding each alone, on the CPU, with layers split across the CPU and two
+// OpenCL devices, and with rows split over the two (-sm row).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,7 +66,9 @@ std::string temp_model() {
       .string();
 }
 
-class MultiSeq : public ::testing::TestWithParam<bool> {  // param: split over two OpenCL devices
+enum class Placing { Cpu, OpenCLLayers, OpenCLRows };
+
+class MultiSeq : public ::testing::TestWithParam<Placing> {
  protected:
   static void SetUpTestSuite() {
     path_ = temp_model();
@@ -83,12 +85,13 @@ class MultiSeq : public ::testing::TestWithParam<bool> {  // param: split over t
   static void TearDownTestSuite() { std::filesystem::remove(path_); }
 
   std::unique_ptr<Model> load() {
-    if (!GetParam()) return Model::load(path_, {&Registry::get().cpu()});
-    return Model::load(path_, test::cpu_and_devices_of(test::DeviceKind::OpenCL),
-                       {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
+    if (GetParam() == Placing::Cpu) return Model::load(path_, {&Registry::get().cpu()});
+    PlacementOptions p{.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}};  // layers: CPU, OpenCL0, OpenCL1
+    if (GetParam() == Placing::OpenCLRows) p = {.n_gpu_layers = 4, .split_mode = SplitMode::Row, .tensor_split = {1.0f, 1.0f}};
+    return Model::load(path_, test::cpu_and_devices_of(test::DeviceKind::OpenCL), {.placement = p});
   }
   void SetUp() override {
-    if (GetParam()) REQUIRE_OPENCL(2);
+    if (GetParam() != Placing::Cpu) REQUIRE_OPENCL(2);
   }
 
   static std::string path_;
@@ -111,8 +114,8 @@ double relative_error(std::span<const float> a, std::span<const float> b) {
 
 // Documented tolerance (max |diff| over max |logit|): interleaving changes
 // only the order of the cells attention sums over and the micro-batch
-// shapes, so the logits agree to float rounding. Measured: up to 2e-6 on
-// the CPU, 1.7e-5 split over the CPU and two PoCL devices.
+// shapes, so the logits agree to float rounding. Measured: up to 1.7e-5 on
+// the CPU and with layers split over two PoCL devices, 3e-6 with rows split.
 constexpr double kTolerance = 1e-4;
 
 const std::vector<std::vector<int32_t>> kPrompts = {{5, 17, 99, 3, 250}, {42, 8}, {7, 7, 130, 64, 12, 301, 9, 44}};
@@ -208,8 +211,13 @@ TEST_P(MultiSeq, MalformedBatchesAreRefused) {
   EXPECT_EQ(s.cells().used(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Placement, MultiSeq, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "OpenCLSplit" : "Cpu"; });
+std::string placing_name(const ::testing::TestParamInfo<Placing>& info) {
+  constexpr const char* kNames[] = {"Cpu", "OpenCLLayers", "OpenCLRows"};
+  return kNames[static_cast<int>(info.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(Placement, MultiSeq, ::testing::Values(Placing::Cpu, Placing::OpenCLLayers, Placing::OpenCLRows),
+                         placing_name);
 
 }  // namespace
 }  // namespace loom
