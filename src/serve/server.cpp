@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <thread>
+
 #include "loom/error.h"
 #include "oai.h"
 #include "routes.h"
@@ -72,9 +75,18 @@ int Server::bind() {
   return options_.port;
 }
 
-void Server::listen() { http_->listen_after_bind(); }
+void Server::listen() {
+  listening_ = true;
+  if (!stopping_) http_->listen_after_bind();
+  listening_ = false;
+}
 
+// httplib's stop() does nothing until its accept loop runs: wait for the
+// loop when listen() has been entered (listening_ and stopping_ are set
+// before each is checked, so one side always sees the other).
 void Server::stop() {
+  stopping_ = true;
+  while (listening_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (http_->is_running()) http_->stop();
 }
 

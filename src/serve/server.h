@@ -3,6 +3,7 @@
 //   {"error": {"message": ..., "type": ..., "param": ..., "code": STATUS}}
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,8 @@ class Server {
   ~Server();
   // Binds the socket; returns the port. Throws loom::Error when it cannot.
   int bind();
-  // Serves until stop() (blocking).
+  // Serves until stop() (blocking). stop() may come from another thread at
+  // any time, even before listen() has started; listen() then returns at once.
   void listen();
   void stop();
 
@@ -38,6 +40,7 @@ class Server {
   Engine& engine_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> listening_{false}, stopping_{false};
 };
 
 }  // namespace loom::serve
