@@ -23,6 +23,7 @@
 #include "loom/backend.h"
 #include "loom/context.h"
 #include "loom/gguf.h"
+#include "loom/kv_cells.h"
 #include "loom/placement.h"
 #include "loom/scheduler.h"
 
@@ -183,17 +184,47 @@ struct SessionOptions {
   int n_threads = 0;      // 0: all cores
 };
 
+// Tokens of one or more sequences for Session::decode: each token has its
+// sequence id, its position in that sequence and whether its logits are
+// wanted. Tokens of one sequence must come in increasing positions.
+struct Batch {
+  std::vector<int32_t> tokens, positions, seq_ids;
+  std::vector<uint8_t> want_logits;
+
+  void add(int32_t token, int32_t pos, int32_t seq, bool logits) {
+    tokens.push_back(token);
+    positions.push_back(pos);
+    seq_ids.push_back(seq);
+    want_logits.push_back(logits ? 1 : 0);
+  }
+  size_t size() const { return tokens.size(); }
+  void clear() { *this = {}; }
+};
+
 class Session {
  public:
   Session(const Model& model, const SessionOptions& options);
   ~Session();
 
-  // Evaluates `tokens` at the next positions. Returns the logits of the last
-  // token ([n_vocab]), or of every token ([n_tokens * n_vocab]) with all_logits.
+  // Evaluates a batch of tokens of any sequences, each into a free cache
+  // cell; a token attends to the cells of its own sequence at positions up
+  // to its own. Returns the logits ([n_vocab] each) of the tokens that
+  // want them, in batch order. Throws loom::Error for a malformed batch or
+  // when the cache has too few free cells.
+  std::vector<float> decode(const Batch& batch);
+  // Sequence 0 alone: evaluates `tokens` at its next positions. Returns the
+  // logits of the last token ([n_vocab]), or of every token
+  // ([n_tokens * n_vocab]) with all_logits.
   std::vector<float> decode(std::span<const int32_t> tokens, bool all_logits = false);
-  int64_t n_past() const { return n_past_; }
+  // Sequence 0's next position.
+  int64_t n_past() const { return cells_.seq_pos_max(0) + 1; }
   int64_t n_ctx() const { return n_ctx_; }
-  void reset() { n_past_ = 0; }
+  void reset() { cells_.clear(); }
+
+  // The cache's cells: which sequences hold which positions. seq_rm,
+  // seq_cp (prefix sharing without copying data) and seq_keep act on them.
+  KvCells& cells() { return cells_; }
+  const KvCells& cells() const { return cells_; }
   // KV cache bytes per buffer type name.
   std::vector<std::pair<std::string, size_t>> kv_cache_bytes_by_buffer_type() const;
   // The scheduler's report of the last graph run (splits, copies, compute buffers).
@@ -203,13 +234,16 @@ class Session {
  private:
   struct UbatchGraph;
   // Builds the graph for n tokens after n_past cached ones.
-  void build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const;
-  std::vector<float> decode_ubatch(std::span<const int32_t> tokens, bool all_logits);
+  // Builds the graph for n tokens attending to n_kv cells, with the logits
+  // of n_out of them (n_out == n: all, in order; else rows chosen by an input).
+  void build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out) const;
+  // Tokens [first, first + n) of a checked batch.
+  std::vector<float> decode_ubatch(const Batch& batch, size_t first, size_t n);
 
   const Model& model_;
   SessionOptions options_;
   int64_t n_ctx_ = 0;
-  int64_t n_past_ = 0;
+  KvCells cells_;
   Context cache_ctx_;
   std::vector<Tensor*> k_cache_, v_cache_;
   std::vector<std::shared_ptr<Buffer>> cache_buffers_;

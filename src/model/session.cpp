@@ -1,8 +1,6 @@
 // Session: the KV cache and the per-micro-batch graph around the family's
 // layers (see model.h and arch/arch.h).
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "arch/arch.h"
 #include "arch/blocks.h"
@@ -17,7 +15,9 @@ struct Session::UbatchGraph {
   Context ctx;
   Tensor* tokens = nullptr;
   Tensor* positions = nullptr;
+  Tensor* kv_cells = nullptr;
   Tensor* mask = nullptr;
+  Tensor* out_ids = nullptr;  // rows whose logits are wanted (null: every row)
   Tensor* logits = nullptr;
   Graph graph;
 };
@@ -33,6 +33,7 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   if (options_.n_ubatch <= 0 || options_.n_batch <= 0)
     fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
   options_.n_ubatch = std::min(options_.n_ubatch, options_.n_batch);
+  cells_ = KvCells(n_ctx_);
   for (DType t : {options.type_k, options.type_v})
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail("KV cache type {} is not supported (f32, f16, bf16)", type_name(t));
@@ -69,7 +70,7 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   // attending to the whole context.
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
   UbatchGraph g;
-  build_graph(g, worst, n_ctx_ - worst, true);
+  build_graph(g, worst, n_ctx_, worst);
   scheduler_->reserve(g.graph);
 }
 
@@ -88,71 +89,103 @@ std::vector<std::pair<std::string, size_t>> Session::kv_cache_bytes_by_buffer_ty
 
 std::vector<float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {
   if (tokens.empty()) fail("decode: no tokens given");
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_)
+  const int64_t n_past = this->n_past();
+  if (cells_.used() + static_cast<int64_t>(tokens.size()) > n_ctx_)
     fail("decode: {} tokens after {} already in the cache exceed the context of {} (raise -c)", tokens.size(),
-         n_past_, n_ctx_);
+         cells_.used(), n_ctx_);
+  Batch batch;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch.add(tokens[i], static_cast<int32_t>(n_past + i), 0, all_logits || i + 1 == tokens.size());
+  return decode(batch);
+}
+
+std::vector<float> Session::decode(const Batch& batch) {
+  const size_t n = batch.size();
+  if (n == 0) fail("decode: no tokens given");
+  if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.want_logits.size() != n)
+    fail("decode: the batch has {} tokens but {} positions, {} sequence ids and {} logits flags", n,
+         batch.positions.size(), batch.seq_ids.size(), batch.want_logits.size());
   const int64_t n_vocab = model_.hparams().n_vocab;
-  for (int32_t t : tokens)
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t t = batch.tokens[i];
     if (t < 0 || t >= n_vocab) fail("decode: token id {} is outside the vocabulary [0, {})", t, n_vocab);
+    if (batch.positions[i] < 0 || batch.seq_ids[i] < 0)
+      fail("decode: token {} has position {} and sequence {}; both must be >= 0", i, batch.positions[i],
+           batch.seq_ids[i]);
+  }
+  if (cells_.used() + static_cast<int64_t>(n) > n_ctx_)
+    fail("decode: {} tokens after {} already in the cache exceed the context of {} (raise -c)", n, cells_.used(),
+         n_ctx_);
   std::vector<float> logits;
-  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(options_.n_ubatch)) {
-    const size_t n = std::min<size_t>(options_.n_ubatch, tokens.size() - i);
-    const bool last = i + n == tokens.size();
-    std::vector<float> out = decode_ubatch(tokens.subspan(i, n), all_logits);
-    if (all_logits)
-      logits.insert(logits.end(), out.begin(), out.end());
-    else if (last)
-      logits = std::move(out);
+  for (size_t i = 0; i < n; i += static_cast<size_t>(options_.n_ubatch)) {
+    std::vector<float> out = decode_ubatch(batch, i, std::min<size_t>(options_.n_ubatch, n - i));
+    logits.insert(logits.end(), out.begin(), out.end());
   }
   return logits;
 }
 
-void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_logits) const {
+void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out) const {
   const HParams& h = model_.hparams();
-  const int64_t n_kv = n_past + n;
   Context& ctx = g.ctx;
   Tensor* tok = g.tokens = ctx.new_tensor(DType::I32, {n});
   tok->name = "tokens";
   Tensor* pos = g.positions = ctx.new_tensor(DType::I32, {n});
   pos->name = "positions";
+  Tensor* cells = g.kv_cells = ctx.new_tensor(DType::I32, {n});
+  cells->name = "kv_cells";
   Tensor* mask = g.mask = ctx.new_tensor(DType::F32, {n_kv, n});
   mask->name = "kq_mask";
-  for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
+  for (Tensor* t : {tok, pos, cells, mask}) t->flags |= kFlagInput;
 
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
-  LayerGraph lg{ctx, model_, h, n, n_kv, pos, mask};
+  LayerGraph lg{ctx, model_, h, n, n_kv, pos, cells, mask};
   for (int64_t l = 0; l < h.n_layer; ++l) {
     lg.k_cache = k_cache_[l];
     lg.v_cache = v_cache_[l];
     x = model_.arch().build_layer(lg, model_.layers()[l], x);
   }
   Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
-  if (!all_logits) out = view_2d(ctx, out, h.n_embd, 1, out->nb[1], (n - 1) * out->nb[1]);
+  if (n_out != n) {
+    g.out_ids = ctx.new_tensor(DType::I32, {n_out});
+    g.out_ids->name = "out_ids";
+    g.out_ids->flags |= kFlagInput;
+    out = get_rows(ctx, out, g.out_ids);
+  }
   g.logits = linear(lg, model_.output(), out);
   g.logits->name = "logits";
   g.graph = Graph::build(g.logits);
 }
 
-std::vector<float> Session::decode_ubatch(std::span<const int32_t> tokens, bool all_logits) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t n_kv = n_past_ + n;
+std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size_t n) {
+  const auto span = [first, n](const std::vector<int32_t>& v) { return std::span(v).subspan(first, n); };
+  const std::span<const int32_t> seqs = span(batch.seq_ids), positions = span(batch.positions);
+  std::vector<int32_t> out_ids;
+  for (size_t i = 0; i < n; ++i)
+    if (batch.want_logits[first + i]) out_ids.push_back(static_cast<int32_t>(i));
+  if (out_ids.empty()) out_ids.push_back(static_cast<int32_t>(n - 1));  // a graph needs an output
+  const bool wanted_any = batch.want_logits.begin() + first + n !=
+                          std::find(batch.want_logits.begin() + first, batch.want_logits.begin() + first + n, 1);
+
+  std::vector<int32_t> cells = cells_.find_free(static_cast<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) cells_.occupy(cells[i], seqs[i], positions[i]);
+  const int64_t n_kv = cells_.n_kv();
+
   last_graph_.reset();
   last_graph_ = std::make_unique<UbatchGraph>();
   UbatchGraph& g = *last_graph_;
-  build_graph(g, n, n_past_, all_logits);
+  const int64_t n_out = static_cast<int64_t>(out_ids.size());
+  build_graph(g, static_cast<int64_t>(n), n_kv, n_out);
   scheduler_->allocate(g.graph);
-  tensor_set(*g.tokens, tokens.data(), 0, tokens.size_bytes());
-  std::vector<int32_t> positions(n);
-  for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(n_past_ + i);
-  tensor_set(*g.positions, positions.data(), 0, positions.size() * sizeof(int32_t));
-  std::vector<float> m(static_cast<size_t>(n_kv * n));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n_kv; ++j)
-      m[i * n_kv + j] = j <= n_past_ + i ? 0.0f : -std::numeric_limits<float>::infinity();
+  tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
+  tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
+  tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
+  if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
+  std::vector<float> m(static_cast<size_t>(n_kv) * n);
+  fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
   tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
 
   scheduler_->compute(g.graph);
-  n_past_ += n;
+  if (!wanted_any) return {};
   return tensor_to_floats(*g.logits);
 }
 

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"devices", loom::cli::cmd_devices, "list every device with its memory, capabilities and buffer types"},
     {"run", loom::cli::cmd_run, "generate text from a prompt with a GGUF model"},
     {"eval", loom::cli::cmd_eval, "print the logits of given tokens as JSON"},
+    {"serve", loom::cli::cmd_serve, "serve a model over an OpenAI-compatible HTTP API (continuous batching)"},
     {"bench", loom::cli::cmd_bench, "measure prompt and generation speed (tokens/s), like llama-bench"},
     {"make-model", loom::cli::cmd_make_model, "write a llama GGUF file with reproducible random weights"},
     {"quantize", loom::cli::cmd_quantize, "quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...)"},

@@ -76,9 +76,10 @@ struct LayerGraph {
   const Model& model;
   const HParams& h;
   int64_t n = 0;     // tokens in the micro-batch
-  int64_t n_kv = 0;  // cached tokens attended to, the micro-batch included
-  Tensor* positions = nullptr;  // I32 [n]
-  Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal; a sliding-window family gets its own)
+  int64_t n_kv = 0;  // cache cells attended to (the first n_kv), the micro-batch's included
+  Tensor* positions = nullptr;  // I32 [n]: each token's position in its sequence (rope)
+  Tensor* kv_cells = nullptr;   // I32 [n]: each token's cache cell (where its k and v rows go)
+  Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal per sequence; a sliding-window family gets its own)
   Tensor* k_cache = nullptr;    // this layer's cache rows [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;
 };

@@ -34,7 +34,7 @@ Qkv project_qkv(LayerGraph& g, const Layer& L, Tensor* x);
 Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads);
 
 // Causal grouped-query attention of one layer: k and v rows go into the
-// layer's cache at their positions, then softmax(K^T q * kq_scale + mask) V
+// layer's cache at their cells, then softmax(K^T q * kq_scale + mask) V
 // over the cached tokens; returns the heads joined [n_head * head_dim, n]
 // (before the output projection).
 Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale);

@@ -1,0 +1,65 @@
+// loom serve: an OpenAI-compatible HTTP server (src/serve) over one model,
+// with N slots decoded together by continuous batching.
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+
+#include "args.h"
+#include "chat_args.h"
+#include "commands.h"
+#include "model_args.h"
+#include "placement_args.h"
+#include "server.h"
+
+namespace loom::cli {
+
+int cmd_serve(int argc, char** argv) {
+  auto specs = model_option_specs();
+  specs.insert(specs.end(),
+               {
+                   {{"--host"}, "ADDR", "address to listen on (default 127.0.0.1: this machine only)"},
+                   {{"--port"}, "N", "port (default 8080; 0: any free port, printed)"},
+                   {{"-np", "--parallel"}, "N", "slots: requests decoded together; -c is shared by them (default 4)"},
+                   {{"--api-key"}, "KEY", "require 'Authorization: Bearer KEY' on every request but GET /health"},
+                   {{"--chat-template"}, "FILE", "a Jinja chat template instead of the file's (default without one: ChatML)"},
+                   {{"--alias"}, "NAME", "the model name /v1/models lists (default: the file name)"},
+               });
+  Args args("serve",
+            "Serve a GGUF model over HTTP: POST /v1/chat/completions, /v1/completions (stream or not), "
+            "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize.",
+            specs);
+  args.parse(argc, argv);
+  if (args.has("--help")) {
+    std::fputs(args.help().c_str(), stdout);
+    return 0;
+  }
+  serve::ServerOptions so;
+  so.host = args.get_or("--host", "127.0.0.1");
+  so.port = args.get_int("--port", 8080, 0, 65535);
+  so.api_key = args.get_or("--api-key", "");
+  const std::string path = model_path(args);
+  so.model_name = args.get_or("--alias", std::filesystem::path(path).filename().string());
+
+  LoadOptions lo = load_options(args);
+  lo.progress = true;
+  auto model = load_model(path, lo);
+  serve::EngineOptions eo;
+  eo.n_slots = args.get_int("--parallel", 4, 1, 4096);
+  eo.session = session_options(args);
+  if (args.get("--ctx-size") == std::nullopt)  // the default context, for every slot together
+    eo.session.n_ctx = std::min<int64_t>(model->hparams().n_ctx_train, 4096);
+  eo.n_step_tokens = eo.session.n_batch;
+  GgufChatInfo chat = chat_info_from_gguf(model->file());
+  eo.chat_template = args.get("--chat-template") ? read_text_file(*args.get("--chat-template")) : chat.chat_template;
+  eo.bos_token = chat.bos_token;
+  eo.eos_token = chat.eos_token;
+  serve::Engine engine(*model, eo);
+  serve::Server server(engine, so);
+  const int port = server.bind();
+  std::fprintf(stderr, "loom serve: %s on http://%s:%d (%d slots of %lld tokens)\n", so.model_name.c_str(),
+               so.host.c_str(), port, eo.n_slots, static_cast<long long>(engine.slot_ctx()));
+  server.listen();
+  return 0;
+}
+
+}  // namespace loom::cli
