@@ -12,12 +12,34 @@
 #include "loom/tensor_alloc.h"
 
 namespace loom {
+namespace {
+
+// Fills the attention masks of n tokens at positions n_past.. over the
+// n_past + n cached ones: 0 where a token may attend, -inf elsewhere. Causal:
+// later positions are hidden; in mask_swa (when not null) also those
+// `window` or more positions back (llama.cpp's standard sliding window).
+void set_masks(Tensor& mask, Tensor* mask_swa, int64_t n_past, int64_t n, int64_t window) {
+  const int64_t n_kv = n_past + n;
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  std::vector<float> m(static_cast<size_t>(n_kv * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n_kv; ++j) m[i * n_kv + j] = j <= n_past + i ? 0.0f : kHidden;
+  tensor_set(mask, m.data(), 0, m.size() * sizeof(float));
+  if (!mask_swa) return;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n_kv; ++j)
+      if (n_past + i - j >= window) m[i * n_kv + j] = kHidden;
+  tensor_set(*mask_swa, m.data(), 0, m.size() * sizeof(float));
+}
+
+}  // namespace
 
 struct Session::UbatchGraph {
   Context ctx;
   Tensor* tokens = nullptr;
   Tensor* positions = nullptr;
   Tensor* mask = nullptr;
+  Tensor* mask_swa = nullptr;  // sliding-window layers' mask (HParams::n_swa > 0)
   Tensor* logits = nullptr;
   Graph graph;
 };
@@ -118,9 +140,15 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
   Tensor* mask = g.mask = ctx.new_tensor(DType::F32, {n_kv, n});
   mask->name = "kq_mask";
   for (Tensor* t : {tok, pos, mask}) t->flags |= kFlagInput;
+  if (h.n_swa > 0) {
+    g.mask_swa = ctx.new_tensor(DType::F32, {n_kv, n});
+    g.mask_swa->name = "kq_mask_swa";
+    g.mask_swa->flags |= kFlagInput;
+  }
 
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
-  LayerGraph lg{ctx, model_, h, n, n_kv, pos, mask};
+  if (h.embd_scale != 1.0f) x = scale(ctx, x, h.embd_scale);
+  LayerGraph lg{ctx, model_, h, n, n_kv, pos, mask, g.mask_swa};
   for (int64_t l = 0; l < h.n_layer; ++l) {
     lg.k_cache = k_cache_[l];
     lg.v_cache = v_cache_[l];
@@ -129,13 +157,13 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_past, bool all_lo
   Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
   if (!all_logits) out = view_2d(ctx, out, h.n_embd, 1, out->nb[1], (n - 1) * out->nb[1]);
   g.logits = linear(lg, model_.output(), out);
+  if (h.final_softcap > 0.0f) g.logits = soft_cap(lg, g.logits, h.final_softcap);
   g.logits->name = "logits";
   g.graph = Graph::build(g.logits);
 }
 
 std::vector<float> Session::decode_ubatch(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t n_kv = n_past_ + n;
   last_graph_.reset();
   last_graph_ = std::make_unique<UbatchGraph>();
   UbatchGraph& g = *last_graph_;
@@ -145,11 +173,7 @@ std::vector<float> Session::decode_ubatch(std::span<const int32_t> tokens, bool 
   std::vector<int32_t> positions(n);
   for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(n_past_ + i);
   tensor_set(*g.positions, positions.data(), 0, positions.size() * sizeof(int32_t));
-  std::vector<float> m(static_cast<size_t>(n_kv * n));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n_kv; ++j)
-      m[i * n_kv + j] = j <= n_past_ + i ? 0.0f : -std::numeric_limits<float>::infinity();
-  tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+  set_masks(*g.mask, g.mask_swa, n_past_, n, model_.hparams().n_swa);
 
   scheduler_->compute(g.graph);
   n_past_ += n;

@@ -7,13 +7,14 @@
 // are the same for every family today (session.cpp).
 //
 // Adding a family: a file here with a class deriving from Arch, and one line
-// in registry.cpp. Where the next ones plug in: a sliding-window family
-// (gemma2/3) gets a second mask beside LayerGraph::mask, filled by the
-// Session from its window, and picks one per layer; a MoE family (qwen3moe,
-// mixtral) adds an ffn block beside ffn_silu_gated (router, top-k, 3-D
-// expert weights through mul_mat_id) and its Layer slots; final or attention
-// soft-capping and an embedding scale are blocks too. Until then their keys
-// and tensors are refused by the loader.
+// in registry.cpp. A sliding-window family (gemma2/3) sets HParams::n_swa
+// and marks its window layers (Layer::swa): the Session then fills a second
+// mask, LayerGraph::mask_swa, and attention picks it for those layers. The
+// embedding scale and the soft-capping of attention and output logits are
+// HParams too. Where the next ones plug in: a MoE family (qwen3moe, mixtral)
+// adds an ffn block beside ffn_silu_gated (router, top-k, 3-D expert
+// weights through mul_mat_id) and its Layer slots. Until then their keys and
+// tensors are refused by the loader.
 #pragma once
 
 #include <optional>
@@ -78,7 +79,8 @@ struct LayerGraph {
   int64_t n = 0;     // tokens in the micro-batch
   int64_t n_kv = 0;  // cached tokens attended to, the micro-batch included
   Tensor* positions = nullptr;  // I32 [n]
-  Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal; a sliding-window family gets its own)
+  Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal)
+  Tensor* mask_swa = nullptr;   // the same, also -inf outside the window (HParams::n_swa > 0 only)
   Tensor* k_cache = nullptr;    // this layer's cache rows [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;
 };
