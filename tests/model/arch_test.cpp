@@ -230,7 +230,7 @@ TEST_P(FamilyTest, HParamsAndTensorShapes) {
     EXPECT_EQ(L.attn_q_norm != nullptr, spec.arch == "qwen3" || spec.arch == "gemma3");
     EXPECT_EQ(L.attn_post_norm != nullptr, spec.arch.starts_with("gemma"));
     EXPECT_EQ(L.ffn_post_norm != nullptr, spec.arch.starts_with("gemma"));
-    if (L.attn_k_norm) EXPECT_EQ(L.attn_k_norm->ne, (Ne{32, 1, 1, 1}));
+    if (L.attn_k_norm) EXPECT_EQ(L.attn_k_norm->ne, (Ne{h.head_dim(), 1, 1, 1}));
     EXPECT_EQ(L.rope_freqs != nullptr, spec.rope_freqs);
   }
 }
@@ -355,6 +355,59 @@ TEST(ArchRefusal, UnknownTensorsKeysAndFamiliesNameTheFileAndWhat) {
   EXPECT_NO_THROW(Model::load(p, cpu_only()));
   std::filesystem::remove(p);
   std::filesystem::remove(src);
+}
+
+// llama.cpp reads no output.weight for gemma2 (it refuses such a file) and
+// no attention soft-capping for gemma3: Loom refuses both too.
+TEST(ArchRefusal, GemmaOutputWeightAndSoftcapKeys) {
+  using gguf::Value;
+  const std::string g2 = temp_model("refusal_g2"), g3 = temp_model("refusal_g3");
+  write_random_model(small_spec(kFamilies[5]), DType::F32, 3, g2);
+  write_random_model(small_spec(kFamilies[6]), DType::F32, 3, g3);
+  std::string p = rewrite(g2, "g2_output", {}, {{"output.weight", {64, 320}}});
+  expect_refused(p, {p, "output.weight", "'gemma2' family does not use"});
+  p = rewrite(g3, "g3_softcap", {{"gemma3.attn_logit_softcapping", Value::f32(50.0f)}});
+  expect_refused(p, {"gemma3.attn_logit_softcapping = 50"});
+  std::filesystem::remove(g2);
+  std::filesystem::remove(g3);
+}
+
+TEST(ArchHParams, GemmaWindowsCapsAndRopeBases) {
+  using gguf::Value;
+  const std::string g2 = temp_model("hp_g2"), g3 = temp_model("hp_g3");
+  ModelSpec s2 = small_spec(kFamilies[5]);
+  s2.n_swa = 0;  // the defaults: window 4096, caps 50 and 30
+  s2.attn_softcap = s2.final_softcap = 0.0f;
+  write_random_model(s2, DType::F32, 3, g2);
+  write_random_model(small_spec(kFamilies[6]), DType::F32, 3, g3);
+  auto f2 = gguf::File::open(g2);
+  const HParams h2 = HParams::from_gguf(*f2);
+  EXPECT_EQ(h2.n_swa, 4096);
+  EXPECT_FLOAT_EQ(h2.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(h2.final_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(h2.embd_scale, 8.0f);  // sqrt(64)
+  EXPECT_FLOAT_EQ(h2.attn_scale, 0.25f);  // 1/sqrt(16)
+  EXPECT_FLOAT_EQ(h2.rope_freq_base_swa, h2.rope_freq_base);
+  EXPECT_TRUE(h2.is_swa(0));
+  EXPECT_FALSE(h2.is_swa(1));
+  auto f3 = gguf::File::open(g3);
+  const HParams h3 = HParams::from_gguf(*f3);
+  EXPECT_EQ(h3.n_swa, 3);
+  EXPECT_FLOAT_EQ(h3.attn_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(h3.final_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_base, 1e6f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_base_swa, 10000.0f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_scale_swa, 1.0f);
+  for (int il = 0; il < 12; ++il) EXPECT_EQ(h3.is_swa(il), il % 6 != 5) << il;
+  f2.reset();
+  f3.reset();
+  // gemma3 without a window: every layer global.
+  const std::string p = rewrite(g3, "g3_nowindow", {{"gemma3.attention.sliding_window", Value::u32(0)}});
+  auto f = gguf::File::open(p);
+  EXPECT_FALSE(HParams::from_gguf(*f).is_swa(0));
+  f.reset();
+  for (const std::string& path : {g2, g3, p}) std::filesystem::remove(path);
 }
 
 TEST(ArchHParams, LinearRopeScalingAndKeyLength) {

@@ -90,6 +90,9 @@ class Arch {
   virtual ~Arch() = default;
   virtual std::string_view name() const = 0;
   virtual RopeMode rope_mode() const = 0;
+  // Whether an output.weight is used (else token_embd is the output matrix,
+  // and a file's output.weight is refused as llama.cpp refuses it: gemma2).
+  virtual bool reads_output_weight() const { return true; }
   // Reads the family's own keys into h (after the common ones).
   virtual void read_hparams(ArchKeys&, HParams&) const {}
   // Declares layer il's weights into L.

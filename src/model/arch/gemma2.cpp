@@ -18,6 +18,7 @@ class Gemma2Arch final : public Arch {
  public:
   std::string_view name() const override { return "gemma2"; }
   RopeMode rope_mode() const override { return RopeMode::NeoX; }
+  bool reads_output_weight() const override { return false; }
 
   void read_hparams(ArchKeys& k, HParams& h) const override {
     h.n_swa = static_cast<int64_t>(k.get_uint_or("attention.sliding_window").value_or(4096));
