@@ -10,6 +10,7 @@
 //              x += W_o attn(rope(W_q h), rope(W_k h), W_v h), h = rms_norm(x) * attn_norm;
 //              x += W_down (silu(W_gate h) * W_up h), h = rms_norm(x) * ffn_norm)
 //   logits = W_out (rms_norm(x) * output_norm)   (W_out = token_embd if tied)
+// (gemma2/3 scale the embeddings and may soft-cap the logits: HParams.)
 // A file with a tensor or an "<arch>." key that its family does not use is
 // refused: Loom runs a file faithfully or not at all.
 #pragma once
@@ -47,10 +48,23 @@ struct HParams {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   float rms_eps = 1e-5f;
+  // Sliding-window attention (gemma2, gemma3): the layers with Layer::swa
+  // (is_swa) see, from a token at position p, only positions
+  // p - n_swa < j <= p. They rope with their own base and scale.
+  int64_t n_swa = 0;       // 0: no sliding-window layers
+  int64_t swa_period = 0;  // every swa_period-th layer is global, the others use the window (0: all do)
+  float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
+  float embd_scale = 1.0f;     // token embeddings are multiplied by it (gemma: sqrt(n_embd))
+  float attn_scale = 0.0f;     // attention logit scale; 0: 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;   // attention logits become c * tanh(logits / c); 0: none
+  float final_softcap = 0.0f;  // output logits likewise
 
   int64_t head_dim() const { return n_embd_head; }
   int64_t n_embd_q() const { return head_dim() * n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
+  // Layer il uses the sliding window: all but the last of each swa_period layers.
+  bool is_swa(int64_t il) const { return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1); }
   // Reads and checks the "<arch>." keys of a supported family; refuses an
   // unknown family and any "<arch>." key the family does not read. Errors
   // name the file and key.
@@ -74,12 +88,15 @@ struct Layer {
   Tensor* attn_q_norm = nullptr;  // per-head RMS norm weights [head_dim] (qwen3)
   Tensor* attn_k_norm = nullptr;
   Tensor* rope_freqs = nullptr;   // per-pair frequency divisors [n_rot / 2] (Llama 3 rope scaling)
+  bool swa = false;               // sliding-window attention and rope (HParams::n_swa; gemma2/3)
+  Tensor* attn_post_norm = nullptr;  // RMS norm of the attention output before the residual add (gemma2/3)
   Tensor* wo = nullptr;
   Tensor* bo = nullptr;
   Tensor* ffn_norm = nullptr;
   Tensor* ffn_gate = nullptr;
   Tensor* ffn_up = nullptr;  // [n_embd, 2 n_ff] gate and up fused when there is no ffn_gate (phi3)
   Tensor* ffn_down = nullptr;
+  Tensor* ffn_post_norm = nullptr;  // RMS norm of the FFN output before the residual add (gemma2/3)
 };
 
 struct LoadOptions {

@@ -91,7 +91,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<De
   m->layers_.resize(h.n_layer);
   for (int64_t l = 0; l < h.n_layer; ++l) m->arch_->declare_layer(w, h, l, m->layers_[l]);
   m->output_norm_ = w("output_norm.weight", {h.n_embd}, h.n_layer, Op::Mul);
-  m->output_ = w.optional("output.weight", {h.n_embd, h.n_vocab}, h.n_layer, Op::MulMat);
+  if (m->arch_->reads_output_weight())
+    m->output_ = w.optional("output.weight", {h.n_embd, h.n_vocab}, h.n_layer, Op::MulMat);
   if (!m->output_) m->output_ = m->token_embd_;  // tied: placed in place_weights
   m->refuse_unused_tensors();
   m->place_weights(options);

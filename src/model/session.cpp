@@ -18,6 +18,7 @@ struct Session::UbatchGraph {
   Tensor* kv_cells = nullptr;
   Tensor* mask = nullptr;
   Tensor* out_ids = nullptr;  // rows whose logits are wanted (null: every row)
+  Tensor* mask_swa = nullptr;  // sliding-window layers' mask (HParams::n_swa > 0)
   Tensor* logits = nullptr;
   Graph graph;
 };
@@ -136,9 +137,15 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out
   Tensor* mask = g.mask = ctx.new_tensor(DType::F32, {n_kv, n});
   mask->name = "kq_mask";
   for (Tensor* t : {tok, pos, cells, mask}) t->flags |= kFlagInput;
+  if (h.n_swa > 0) {
+    g.mask_swa = ctx.new_tensor(DType::F32, {n_kv, n});
+    g.mask_swa->name = "kq_mask_swa";
+    g.mask_swa->flags |= kFlagInput;
+  }
 
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
-  LayerGraph lg{ctx, model_, h, n, n_kv, pos, cells, mask};
+  if (h.embd_scale != 1.0f) x = scale(ctx, x, h.embd_scale);
+  LayerGraph lg{ctx, model_, h, n, n_kv, pos, cells, mask, g.mask_swa};
   for (int64_t l = 0; l < h.n_layer; ++l) {
     lg.k_cache = k_cache_[l];
     lg.v_cache = v_cache_[l];
@@ -152,6 +159,7 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out
     out = get_rows(ctx, out, g.out_ids);
   }
   g.logits = linear(lg, model_.output(), out);
+  if (h.final_softcap > 0.0f) g.logits = soft_cap(lg, g.logits, h.final_softcap);
   g.logits->name = "logits";
   g.graph = Graph::build(g.logits);
 }
@@ -183,6 +191,10 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
   std::vector<float> m(static_cast<size_t>(n_kv) * n);
   fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
   tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+  if (g.mask_swa) {
+    fill_kq_mask(cells_, seqs, positions, n_kv, static_cast<int32_t>(model_.hparams().n_swa), m);
+    tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
+  }
 
   scheduler_->compute(g.graph);
   if (!wanted_any) return {};

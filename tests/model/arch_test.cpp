@@ -1,8 +1,9 @@
 // The architecture layer: each family's hyper-parameters and tensor shapes,
 // its logits against a double-precision forward pass written from the
 // family's definition (biases, per-head norms, NeoX and partial rope, fused
-// projections, rope freq factors), and the refusal of files with tensors or
-// keys a family does not use.
+// projections, rope freq factors; gemma's embedding scale, post-norms,
+// GeGLU, soft-capping, sliding window and per-layer rope), and the refusal of
+// files with tensors or keys a family does not use.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,6 +50,12 @@ const Family kFamilies[] = {
     {"qwen2", [](ModelSpec& s) { s.arch = "qwen2"; }},
     {"qwen3", [](ModelSpec& s) { s.arch = "qwen3"; s.n_embd_head = 32; }},  // q is 128 wide, n_embd 64
     {"phi3", [](ModelSpec& s) { s.arch = "phi3"; s.n_rot = 8; }},            // rotary on 8 of 16 dims
+    // layer 0 attends to a window of 3, layer 1 to all; tight caps bend the logits
+    {"gemma2", [](ModelSpec& s) { s.arch = "gemma2"; s.n_swa = 3; s.attn_softcap = 2.0f; s.final_softcap = 5.0f; }},
+    // layers 0-4 windowed (rope base 10000), layer 5 global (base 1e6, linear scaling 4)
+    {"gemma3", [](ModelSpec& s) {
+       s.arch = "gemma3"; s.n_layer = 6; s.n_swa = 3; s.rope_freq_base = 1e6f; s.rope_scale = 4.0f;
+     }},
 };
 
 using Vec = std::vector<double>;
@@ -83,11 +90,11 @@ Vec rms_norm(const Vec& x, const Vec& g, double eps) {
   return y;
 }
 
-void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors) {
+void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors, double base, double scale) {
   const int64_t hd = h.head_dim(), nr = h.n_rot;
   for (int64_t head = 0; head < n_heads; ++head)
     for (int64_t k = 0; k < nr / 2; ++k) {
-      const double theta = pos * h.rope_freq_scale * std::pow(h.rope_freq_base, -2.0 * k / nr) /
+      const double theta = pos * scale * std::pow(base, -2.0 * k / nr) /
                            (factors.empty() ? 1.0 : factors[k]);
       const bool neox = h.rope_mode == RopeMode::NeoX;
       double& a = v[head * hd + (neox ? k : 2 * k)];
@@ -99,14 +106,28 @@ void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors
 }
 
 // Logits of every position, from the weights and the families' definitions.
-std::vector<Vec> reference_forward(const Model& m, const std::vector<int32_t>& tokens) {
+// The window, soft-caps and rope come from the spec the file was written from.
+std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const std::vector<int32_t>& tokens) {
   const HParams& h = m.hparams();
   const int64_t hd = h.head_dim(), nq = h.n_embd_q(), nkv = h.n_embd_kv(), T = static_cast<int64_t>(tokens.size());
   const Vec embd = values(m.token_embd());
   std::vector<Vec> x(T);
-  for (int64_t t = 0; t < T; ++t) x[t].assign(embd.begin() + tokens[t] * h.n_embd, embd.begin() + (tokens[t] + 1) * h.n_embd);
-  for (const Layer& L : m.layers()) {
+  const bool gemma = h.arch == "gemma2" || h.arch == "gemma3";
+  for (int64_t t = 0; t < T; ++t) {
+    x[t].assign(embd.begin() + tokens[t] * h.n_embd, embd.begin() + (tokens[t] + 1) * h.n_embd);
+    if (gemma)
+      for (double& e : x[t]) e *= std::sqrt(static_cast<double>(h.n_embd));
+  }
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    const Layer& L = m.layers()[il];
     const Vec factors = L.rope_freqs ? values(L.rope_freqs) : Vec{};
+    // gemma2: even layers see the last n_swa positions, gemma3: all but every
+    // 6th layer, which alone ropes with the file's base and scale (gemma2: all).
+    const bool windowed = h.arch == "gemma2" ? il % 2 == 0 : h.arch == "gemma3" ? il % 6 != 5 : false;
+    const bool local_rope = h.arch == "gemma3" && windowed;
+    const double base = local_rope ? 10000.0 : spec.rope_freq_base;
+    const double rscale = local_rope || spec.rope_scale == 0.0f ? 1.0 : 1.0 / spec.rope_scale;
+    const double attn_cap = h.arch == "gemma2" ? (spec.attn_softcap > 0 ? spec.attn_softcap : 50.0) : 0.0;
     std::vector<Vec> q(T), k(T), v(T);
     for (int64_t t = 0; t < T; ++t) {
       const Vec hn = rms_norm(x[t], values(L.attn_norm), h.rms_eps);
@@ -122,40 +143,50 @@ std::vector<Vec> reference_forward(const Model& m, const std::vector<int32_t>& t
       }
       if (L.attn_q_norm) q[t] = rms_norm(q[t], values(L.attn_q_norm), h.rms_eps);
       if (L.attn_k_norm) k[t] = rms_norm(k[t], values(L.attn_k_norm), h.rms_eps);
-      rope(q[t], h, h.n_head, static_cast<int>(t), factors);
-      rope(k[t], h, h.n_head_kv, static_cast<int>(t), factors);
+      rope(q[t], h, h.n_head, static_cast<int>(t), factors, base, rscale);
+      rope(k[t], h, h.n_head_kv, static_cast<int>(t), factors, base, rscale);
     }
     for (int64_t t = 0; t < T; ++t) {
       Vec attn(nq, 0.0);
       for (int64_t head = 0; head < h.n_head; ++head) {
         const int64_t kvh = head / (h.n_head / h.n_head_kv);
-        Vec s(t + 1);
+        const int64_t first = windowed ? std::max<int64_t>(0, t - spec.n_swa + 1) : 0;
+        Vec s(t + 1, 0.0);
         double mx = -1e300;
-        for (int64_t j = 0; j <= t; ++j) {
+        for (int64_t j = first; j <= t; ++j) {
           double d = 0.0;
           for (int64_t i = 0; i < hd; ++i) d += q[t][head * hd + i] * k[j][kvh * hd + i];
           s[j] = d / std::sqrt(static_cast<double>(hd));
+          if (attn_cap > 0) s[j] = attn_cap * std::tanh(s[j] / attn_cap);
           mx = std::max(mx, s[j]);
         }
         double sum = 0.0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= t; ++j)
+        for (int64_t j = first; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        for (int64_t j = first; j <= t; ++j)
           for (int64_t i = 0; i < hd; ++i) attn[head * hd + i] += s[j] / sum * v[j][kvh * hd + i];
       }
-      const Vec o = matvec(values(L.wo), nq, h.n_embd, attn, L.bo);
+      Vec o = matvec(values(L.wo), nq, h.n_embd, attn, L.bo);
+      if (gemma) o = rms_norm(o, values(L.attn_post_norm), h.rms_eps);
       for (int64_t i = 0; i < h.n_embd; ++i) x[t][i] += o[i];
       const Vec hn = rms_norm(x[t], values(L.ffn_norm), h.rms_eps);
       const Vec up_w = values(L.ffn_up);
       Vec g = L.ffn_gate ? matvec(values(L.ffn_gate), h.n_embd, h.n_ff, hn) : matvec(up_w, h.n_embd, h.n_ff, hn);
       const Vec u = matvec(up_w, h.n_embd, h.n_ff, hn, nullptr, L.ffn_gate ? 0 : h.n_ff);
-      for (int64_t i = 0; i < h.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const Vec d = matvec(values(L.ffn_down), h.n_ff, h.n_embd, g);
+      for (int64_t i = 0; i < h.n_ff; ++i)
+        g[i] = (gemma ? 0.5 * g[i] * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i])))
+                      : g[i] / (1.0 + std::exp(-g[i]))) * u[i];
+      Vec d = matvec(values(L.ffn_down), h.n_ff, h.n_embd, g);
+      if (gemma) d = rms_norm(d, values(L.ffn_post_norm), h.rms_eps);
       for (int64_t i = 0; i < h.n_embd; ++i) x[t][i] += d[i];
     }
   }
   std::vector<Vec> logits;
-  for (const Vec& xt : x)
+  for (const Vec& xt : x) {
     logits.push_back(matvec(values(m.output()), h.n_embd, h.n_vocab, rms_norm(xt, values(m.output_norm()), h.rms_eps)));
+    const double cap = spec.final_softcap > 0 ? spec.final_softcap : h.arch == "gemma2" ? 30.0 : 0.0;
+    if (cap > 0)
+      for (double& l : logits.back()) l = cap * std::tanh(l / cap);
+  }
   return logits;
 }
 
@@ -179,7 +210,7 @@ TEST_P(FamilyTest, HParamsAndTensorShapes) {
   std::filesystem::remove(path);
   const HParams& h = m->hparams();
   EXPECT_EQ(h.arch, spec.arch);
-  EXPECT_EQ(h.n_layer, 2);
+  EXPECT_EQ(h.n_layer, spec.n_layer);
   EXPECT_EQ(h.head_dim(), spec.arch == "qwen3" ? 32 : 16);
   EXPECT_EQ(h.n_rot, spec.arch == "phi3" ? 8 : h.head_dim());
   EXPECT_EQ(h.rope_mode, spec.arch == "llama" ? RopeMode::Normal : RopeMode::NeoX);
@@ -196,8 +227,10 @@ TEST_P(FamilyTest, HParamsAndTensorShapes) {
       EXPECT_EQ(L.wo->ne, (Ne{h.n_embd_q(), 64, 1, 1}));
     }
     EXPECT_EQ(L.bq != nullptr, spec.arch == "qwen2");
-    EXPECT_EQ(L.attn_q_norm != nullptr, spec.arch == "qwen3");
-    if (L.attn_k_norm) EXPECT_EQ(L.attn_k_norm->ne, (Ne{32, 1, 1, 1}));
+    EXPECT_EQ(L.attn_q_norm != nullptr, spec.arch == "qwen3" || spec.arch == "gemma3");
+    EXPECT_EQ(L.attn_post_norm != nullptr, spec.arch.starts_with("gemma"));
+    EXPECT_EQ(L.ffn_post_norm != nullptr, spec.arch.starts_with("gemma"));
+    if (L.attn_k_norm) EXPECT_EQ(L.attn_k_norm->ne, (Ne{h.head_dim(), 1, 1, 1}));
     EXPECT_EQ(L.rope_freqs != nullptr, spec.rope_freqs);
   }
 }
@@ -210,11 +243,36 @@ TEST_P(FamilyTest, MatchesAPlainForwardPass) {
   Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
   const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
   const auto logits = s.decode(tokens, true);
-  const auto ref = reference_forward(*m, tokens);
+  const auto ref = reference_forward(*m, small_spec(GetParam()), tokens);
   const int64_t nv = m->hparams().n_vocab;
   ASSERT_EQ(logits.size(), tokens.size() * nv);
   for (size_t t = 0; t < tokens.size(); ++t)
     EXPECT_LT(max_rel_error(std::span(logits).subspan(t * nv, nv), ref[t]), 1e-4) << "token " << t;
+}
+
+// Tokens decoded in pieces (micro-batches of 3 after cached tokens, then one
+// at a time) give the logits of one whole batch: the masks, the sliding
+// window's included, follow the cached positions.
+TEST_P(FamilyTest, PiecewiseDecodeMatchesOneBatch) {
+  const std::string path = temp_model(GetParam().tag + "_pieces");
+  write_random_model(small_spec(GetParam()), DType::F32, 5, path);
+  auto m = Model::load(path, cpu_only());
+  std::filesystem::remove(path);
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13};
+  Session whole(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+  const auto want = whole.decode(tokens, true);
+  Session pieces(*m, {.n_ctx = 32, .n_ubatch = 3, .type_k = DType::F32, .type_v = DType::F32});
+  std::vector<float> got = pieces.decode(std::span(tokens).first(8), true);
+  for (size_t t = 8; t < tokens.size(); ++t) {
+    const auto one = pieces.decode(std::span(tokens).subspan(t, 1), true);
+    got.insert(got.end(), one.begin(), one.end());
+  }
+  ASSERT_EQ(got.size(), want.size());
+  const int64_t nv = m->hparams().n_vocab;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const Vec w(want.begin() + t * nv, want.begin() + (t + 1) * nv);
+    EXPECT_LT(max_rel_error(std::span(got).subspan(t * nv, nv), w), 1e-5) << "token " << t;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::ValuesIn(kFamilies),
@@ -290,13 +348,66 @@ TEST(ArchRefusal, UnknownTensorsKeysAndFamiliesNameTheFileAndWhat) {
   expect_refused(p, {"llama.rope.scaling.type = 'yarn'"});
   p = rewrite(src, "vlen", {{"llama.attention.value_length", Value::u32(8)}});
   expect_refused(p, {"llama.attention.value_length = 8"});
-  p = rewrite(src, "gemma", {{"general.architecture", Value::string("gemma2")}});
-  expect_refused(p, {"architecture 'gemma2' is not supported", "llama, qwen2, qwen3, phi3"});
+  p = rewrite(src, "falcon", {{"general.architecture", Value::string("falcon")}});
+  expect_refused(p, {"architecture 'falcon' is not supported", "llama, qwen2, qwen3, phi3"});
   // Keys that do not change the math load: a zero expert count, the vocab size.
   p = rewrite(src, "harmless", {{"llama.expert_count", Value::u32(0)}, {"llama.vocab_size", Value::u32(320)}});
   EXPECT_NO_THROW(Model::load(p, cpu_only()));
   std::filesystem::remove(p);
   std::filesystem::remove(src);
+}
+
+// llama.cpp reads no output.weight for gemma2 (it refuses such a file) and
+// no attention soft-capping for gemma3: Loom refuses both too.
+TEST(ArchRefusal, GemmaOutputWeightAndSoftcapKeys) {
+  using gguf::Value;
+  const std::string g2 = temp_model("refusal_g2"), g3 = temp_model("refusal_g3");
+  write_random_model(small_spec(kFamilies[5]), DType::F32, 3, g2);
+  write_random_model(small_spec(kFamilies[6]), DType::F32, 3, g3);
+  std::string p = rewrite(g2, "g2_output", {}, {{"output.weight", {64, 320}}});
+  expect_refused(p, {p, "output.weight", "'gemma2' family does not use"});
+  p = rewrite(g3, "g3_softcap", {{"gemma3.attn_logit_softcapping", Value::f32(50.0f)}});
+  expect_refused(p, {"gemma3.attn_logit_softcapping = 50"});
+  std::filesystem::remove(g2);
+  std::filesystem::remove(g3);
+}
+
+TEST(ArchHParams, GemmaWindowsCapsAndRopeBases) {
+  using gguf::Value;
+  const std::string g2 = temp_model("hp_g2"), g3 = temp_model("hp_g3");
+  ModelSpec s2 = small_spec(kFamilies[5]);
+  s2.n_swa = 0;  // the defaults: window 4096, caps 50 and 30
+  s2.attn_softcap = s2.final_softcap = 0.0f;
+  write_random_model(s2, DType::F32, 3, g2);
+  write_random_model(small_spec(kFamilies[6]), DType::F32, 3, g3);
+  auto f2 = gguf::File::open(g2);
+  const HParams h2 = HParams::from_gguf(*f2);
+  EXPECT_EQ(h2.n_swa, 4096);
+  EXPECT_FLOAT_EQ(h2.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(h2.final_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(h2.embd_scale, 8.0f);  // sqrt(64)
+  EXPECT_FLOAT_EQ(h2.attn_scale, 0.25f);  // 1/sqrt(16)
+  EXPECT_FLOAT_EQ(h2.rope_freq_base_swa, h2.rope_freq_base);
+  EXPECT_TRUE(h2.is_swa(0));
+  EXPECT_FALSE(h2.is_swa(1));
+  auto f3 = gguf::File::open(g3);
+  const HParams h3 = HParams::from_gguf(*f3);
+  EXPECT_EQ(h3.n_swa, 3);
+  EXPECT_FLOAT_EQ(h3.attn_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(h3.final_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_base, 1e6f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_base_swa, 10000.0f);
+  EXPECT_FLOAT_EQ(h3.rope_freq_scale_swa, 1.0f);
+  for (int il = 0; il < 12; ++il) EXPECT_EQ(h3.is_swa(il), il % 6 != 5) << il;
+  f2.reset();
+  f3.reset();
+  // gemma3 without a window: every layer global.
+  const std::string p = rewrite(g3, "g3_nowindow", {{"gemma3.attention.sliding_window", Value::u32(0)}});
+  auto f = gguf::File::open(p);
+  EXPECT_FALSE(HParams::from_gguf(*f).is_swa(0));
+  f.reset();
+  for (const std::string& path : {g2, g3, p}) std::filesystem::remove(path);
 }
 
 TEST(ArchHParams, LinearRopeScalingAndKeyLength) {

@@ -1,5 +1,6 @@
 // loom make-model: a GGUF of a supported family with reproducible random weights.
 #include <cstdio>
+#include <limits>
 
 #include "args.h"
 #include "commands.h"
@@ -11,11 +12,12 @@ namespace loom::cli {
 int cmd_make_model(int argc, char** argv) {
   Args args("make-model",
             "Write a GGUF file of a supported family with reproducible random weights and a tokenizer.\n"
-            "usage: loom make-model -o FILE [--arch llama|qwen2|qwen3|phi3] [--preset tiny|tinyllama-1.1b] "
+            "usage: loom make-model -o FILE [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3] [--preset tiny|tinyllama-1.1b] "
             "[--type q4_0] [dims...]",
             {{{"-o", "--output"}, "FILE", "output path (required)"},
              {{"--arch"}, "NAME", "llama (default), qwen2 (q/k/v biases), qwen3 (per-head q/k norms), "
-                                  "phi3 (fused qkv and gate-up)"},
+                                  "phi3 (fused qkv and gate-up), gemma2 (post-norms, GeGLU, soft-capping, "
+                                  "sliding window; tied output), gemma3 (gemma2's layer with q/k norms)"},
              {{"--preset"}, "NAME", "tiny (default) or tinyllama-1.1b"},
              {{"--type"},
               "TYPE",
@@ -34,7 +36,12 @@ int cmd_make_model(int argc, char** argv) {
              {{"--n-embd-head"}, "N", "head size (written as attention.key_length; default n-embd / n-head)"},
              {{"--n-rot"}, "N", "rotated dims per head (partial rotary; default the head size)"},
              {{"--rope-freqs"}, "", "llama: Llama 3 rope scaling, as a rope_freqs.weight tensor"},
-             {{"--tied"}, "", "no output.weight: logits use token_embd"}});
+             {{"--tied"}, "", "no output.weight: logits use token_embd"},
+             {{"--rope-base"}, "F", "rope.freq_base (default 10000)"},
+             {{"--rope-scale"}, "F", "linear rope scaling by this factor (rope.scaling.type/factor)"},
+             {{"--sliding-window"}, "N", "gemma2/gemma3: attention.sliding_window (gemma2 default 4096, gemma3 none)"},
+             {{"--attn-softcap"}, "F", "gemma2: attn_logit_softcapping (default 50)"},
+             {{"--final-softcap"}, "F", "gemma2/gemma3: final_logit_softcapping (gemma2 default 30, gemma3 none)"}});
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
@@ -55,6 +62,12 @@ int cmd_make_model(int argc, char** argv) {
   spec.rope_freqs = args.has("--rope-freqs");
   spec.arch = args.get_or("--arch", "llama");
   spec.tied_output = args.has("--tied");
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  spec.rope_freq_base = static_cast<float>(args.get_number("--rope-base", spec.rope_freq_base, 1.0, kInf));
+  spec.rope_scale = static_cast<float>(args.get_number("--rope-scale", 0.0, 1e-3, 1e3));
+  spec.n_swa = args.get_int("--sliding-window", 0, 1, 1 << 30);
+  spec.attn_softcap = static_cast<float>(args.get_number("--attn-softcap", 0.0, 1e-3, kInf));
+  spec.final_softcap = static_cast<float>(args.get_number("--final-softcap", 0.0, 1e-3, kInf));
   spec.vocab = parse_tokenizer_style(args.get_or("--vocab", "spm"));
   const std::string type_str = args.get_or("--type", "f32");
   const auto type = type_from_name(type_str);

@@ -52,8 +52,14 @@ ModelSpec model_preset(const std::string& name) {
 
 void validate_spec(const ModelSpec& s) {
   if (std::find(std::begin(kModelGenArchs), std::end(kModelGenArchs), s.arch) == std::end(kModelGenArchs))
-    fail("model spec: unknown architecture '{}' (llama, qwen2, qwen3, phi3)", s.arch);
+    fail("model spec: unknown architecture '{}' (llama, qwen2, qwen3, phi3, gemma2, gemma3)", s.arch);
   if (s.rope_freqs && s.arch != "llama") fail("model spec: rope_freqs (Llama 3 rope scaling) is for llama only");
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
+  if ((s.n_swa || s.final_softcap) && !gemma)
+    fail("model spec: a sliding window and final soft-capping are for gemma2 and gemma3 only");
+  if (s.attn_softcap && s.arch != "gemma2") fail("model spec: attention soft-capping is for gemma2 only");
+  if (s.n_swa < 0 || s.attn_softcap < 0 || s.final_softcap < 0 || s.rope_scale < 0)
+    fail("model spec: the sliding window, soft-caps and rope scale must not be negative");
   auto positive = [](int64_t v, const char* what) {
     if (v <= 0) fail("model spec: {} must be positive, got {}", what, v);
   };
@@ -154,6 +160,7 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
   const int64_t n_rot = s.n_rot ? s.n_rot : head_dim;
   const int64_t n_embd_q = head_dim * s.n_head;
   const int64_t n_embd_kv = head_dim * s.n_head_kv;
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
   gguf::Writer w;
   using gguf::Value;
   const std::string a = s.arch + ".";
@@ -174,6 +181,13 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
     w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(head_dim)));
   }
   w.set(a + "rope.freq_base", Value::f32(s.rope_freq_base));
+  if (s.rope_scale > 0.0f) {
+    w.set(a + "rope.scaling.type", Value::string("linear"));
+    w.set(a + "rope.scaling.factor", Value::f32(s.rope_scale));
+  }
+  if (s.n_swa > 0) w.set(a + "attention.sliding_window", Value::u32(static_cast<uint32_t>(s.n_swa)));
+  if (s.attn_softcap > 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(s.attn_softcap));
+  if (s.final_softcap > 0.0f) w.set(a + "final_logit_softcapping", Value::f32(s.final_softcap));
   w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
   write_tokenizer_metadata(w, s.vocab, static_cast<int>(s.n_vocab));
 
@@ -218,11 +232,12 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
       add(p + "attn_k.bias", {n_embd_kv}, DType::F32, 0.0f, 0.5f);
       add(p + "attn_v.bias", {n_embd_kv}, DType::F32, 0.0f, 0.5f);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "gemma3") {
       add(p + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
       add(p + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
     }
     add(p + "attn_output.weight", {n_embd_q, s.n_embd}, type, 0.0f, scale_for(n_embd_q));
+    if (gemma) add(p + "post_attention_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
     add(p + "ffn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
     if (s.arch == "phi3") {
       add(p + "ffn_up.weight", {s.n_embd, 2 * s.n_ff}, type, 0.0f, scale_for(s.n_embd));
@@ -231,9 +246,11 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
       add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
     }
     add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, type, 0.0f, scale_for(s.n_ff));
+    if (gemma) add(p + "post_ffw_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
   }
   add("output_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
-  if (!s.tied_output) add("output.weight", {s.n_embd, s.n_vocab}, type, 0.0f, 3.0f * scale_for(s.n_embd));
+  // gemma2 files have no output.weight (llama.cpp reads token_embd).
+  if (!s.tied_output && s.arch != "gemma2") add("output.weight", {s.n_embd, s.n_vocab}, type, 0.0f, 3.0f * scale_for(s.n_embd));
   if (progress) w.set_progress(progress);
   w.write(path);
 }

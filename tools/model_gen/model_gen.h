@@ -1,4 +1,5 @@
-// Generates GGUF files of the supported families (llama, qwen2, qwen3, phi3)
+// Generates GGUF files of the supported families (llama, qwen2, qwen3, phi3,
+// gemma2, gemma3)
 // with reproducible random weights
 // (`loom make-model`), for tests, benchmarks and the built-in default model.
 // The same spec, type and seed always give the same bytes. Test support,
@@ -16,7 +17,9 @@ namespace loom {
 
 struct ModelSpec {
   std::string name = "tiny";
-  std::string arch = "llama";  // general.architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), phi3 (fused)
+  // general.architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), phi3 (fused), gemma2 (post-norms,
+  // GeGLU, soft-capping, sliding window; always tied output), gemma3 (gemma2's layer with q/k head norms)
+  std::string arch = "llama";
   int64_t n_vocab = 2048;
   int64_t n_ctx = 512;
   int64_t n_embd = 256;
@@ -28,6 +31,10 @@ struct ModelSpec {
   int64_t n_rot = 0;        // rotated dims per head; 0: the head size
   bool rope_freqs = false;  // llama: Llama 3 rope scaling as rope_freqs.weight (factor 8, low 1, high 4)
   float rope_freq_base = 10000.0f;
+  float rope_scale = 0.0f;     // > 0: linear rope scaling by this factor (rope.scaling.type/factor)
+  int64_t n_swa = 0;           // gemma2/3: attention.sliding_window when > 0
+  float attn_softcap = 0.0f;   // gemma2: attn_logit_softcapping when > 0
+  float final_softcap = 0.0f;  // gemma2/3: final_logit_softcapping when > 0
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: token_embd is used for logits
   TokenizerStyle vocab = TokenizerStyle::Spm;
@@ -38,7 +45,7 @@ int64_t head_size(const ModelSpec& spec);
 // "tiny" or "tinyllama-1.1b"; throws loom::Error listing the presets otherwise.
 ModelSpec model_preset(const std::string& name);
 // The families write_random_model knows.
-inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3"};
+inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
 // Checks the dims fit together (heads divide n_embd, ...), naming the bad one.
 void validate_spec(const ModelSpec& spec);
 

@@ -7,13 +7,14 @@
 // are the same for every family today (session.cpp).
 //
 // Adding a family: a file here with a class deriving from Arch, and one line
-// in registry.cpp. Where the next ones plug in: a sliding-window family
-// (gemma2/3) gets a second mask beside LayerGraph::mask, filled by the
-// Session from its window, and picks one per layer; a MoE family (qwen3moe,
-// mixtral) adds an ffn block beside ffn_silu_gated (router, top-k, 3-D
-// expert weights through mul_mat_id) and its Layer slots; final or attention
-// soft-capping and an embedding scale are blocks too. Until then their keys
-// and tensors are refused by the loader.
+// in registry.cpp. A sliding-window family (gemma2/3) sets HParams::n_swa
+// and marks its window layers (Layer::swa): the Session then fills a second
+// mask, LayerGraph::mask_swa, and attention picks it for those layers. The
+// embedding scale and the soft-capping of attention and output logits are
+// HParams too. Where the next ones plug in: a MoE family (qwen3moe, mixtral)
+// adds an ffn block beside ffn_silu_gated (router, top-k, 3-D expert
+// weights through mul_mat_id) and its Layer slots. Until then their keys and
+// tensors are refused by the loader.
 #pragma once
 
 #include <optional>
@@ -80,6 +81,7 @@ struct LayerGraph {
   Tensor* positions = nullptr;  // I32 [n]: each token's position in its sequence (rope)
   Tensor* kv_cells = nullptr;   // I32 [n]: each token's cache cell (where its k and v rows go)
   Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal per sequence; a sliding-window family gets its own)
+  Tensor* mask_swa = nullptr;   // the same, also -inf outside the window (HParams::n_swa > 0 only)
   Tensor* k_cache = nullptr;    // this layer's cache rows [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;
 };
@@ -89,6 +91,9 @@ class Arch {
   virtual ~Arch() = default;
   virtual std::string_view name() const = 0;
   virtual RopeMode rope_mode() const = 0;
+  // Whether an output.weight is used (else token_embd is the output matrix,
+  // and a file's output.weight is refused as llama.cpp refuses it: gemma2).
+  virtual bool reads_output_weight() const { return true; }
   // Reads the family's own keys into h (after the common ones).
   virtual void read_hparams(ArchKeys&, HParams&) const {}
   // Declares layer il's weights into L.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "loom/error.h"
 #include "loom/ops.h"
 
 namespace loom {
@@ -62,11 +63,14 @@ Qkv project_qkv(LayerGraph& g, const Layer& L, Tensor* x) {
 
 Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads) {
   const HParams& h = g.h;
-  const RopeParams params{static_cast<int>(h.n_rot), h.rope_mode, h.rope_freq_base, h.rope_freq_scale};
+  const RopeParams params{static_cast<int>(h.n_rot), h.rope_mode, L.swa ? h.rope_freq_base_swa : h.rope_freq_base,
+                          L.swa ? h.rope_freq_scale_swa : h.rope_freq_scale};
   return rope(g.ctx, heads, g.positions, params, L.rope_freqs);
 }
 
-Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale) {
+Tensor* soft_cap(LayerGraph& g, Tensor* x, float c) { return scale(g.ctx, tanh(g.ctx, scale(g.ctx, x, 1.0f / c)), c); }
+
+Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale, Tensor* mask, float softcap) {
   Context& ctx = g.ctx;
   const HParams& h = g.h;
   const int64_t hd = h.head_dim(), n = g.n, n_kv = g.n_kv;
@@ -79,7 +83,11 @@ Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale
       ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {hd * ks, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
       {0, 2, 1, 3});                                                // [hd, n_kv, n_head_kv]
   Tensor* kq = mul_mat(ctx, kh, permute(ctx, q, {0, 2, 1, 3}));  // [n_kv, n, n_head]
-  kq = soft_max(ctx, kq, g.mask, kq_scale);
+  if (softcap > 0.0f) {
+    kq = scale(ctx, tanh(ctx, scale(ctx, kq, kq_scale / softcap)), softcap);  // soft_cap of the scaled logits
+    kq_scale = 1.0f;
+  }
+  kq = soft_max(ctx, kq, mask ? mask : g.mask, kq_scale);
   Tensor* vt = cont(
       ctx, permute(ctx, view(ctx, v_all, {hd, h.n_head_kv, n_kv, 1}, {hd * vs, v_all->nb[1], v_all->nb[1] * n_kv}, 0),
                    {1, 2, 0, 3}));  // [n_kv, hd, n_head_kv]
@@ -93,11 +101,18 @@ Tensor* self_attention(LayerGraph& g, const Layer& L, Tensor* x) {
   if (L.attn_k_norm) k = rms_norm_mul(g, k, L.attn_k_norm);
   q = rope_heads(g, L, q);
   k = rope_heads(g, L, k);
-  const float kq_scale = 1.0f / std::sqrt(static_cast<float>(g.h.head_dim()));
-  return linear(g, L.wo, attention(g, q, k, v, kq_scale), L.bo);
+  const HParams& h = g.h;
+  const float kq_scale = h.attn_scale > 0.0f ? h.attn_scale : 1.0f / std::sqrt(static_cast<float>(h.head_dim()));
+  if (L.swa && !g.mask_swa) fail("sliding-window layer without a sliding-window mask (n_swa = {})", h.n_swa);
+  Tensor* mask = L.swa ? g.mask_swa : g.mask;
+  return linear(g, L.wo, attention(g, q, k, v, kq_scale, mask, h.attn_softcap), L.bo);
 }
 
-Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x) {
+namespace {
+
+// down (act(gate x) * up x); with no gate matrix, `up` holds gate and up
+// fused ([n_embd, 2 n_ff], gate rows first).
+Tensor* ffn_gated(LayerGraph& g, const Layer& L, Tensor* x, Tensor* (*act)(Context&, Tensor*)) {
   Tensor *gate, *up;
   if (L.ffn_gate) {
     gate = linear(g, L.ffn_gate, x);
@@ -107,12 +122,30 @@ Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x) {
     gate = rows_of(g, both, 0, g.h.n_ff);
     up = rows_of(g, both, g.h.n_ff, g.h.n_ff);
   }
-  return linear(g, L.ffn_down, mul(g.ctx, silu(g.ctx, gate), up));
+  return linear(g, L.ffn_down, mul(g.ctx, act(g.ctx, gate), up));
 }
+
+}  // namespace
+
+Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x) { return ffn_gated(g, L, x, silu); }
+
+Tensor* ffn_gelu_gated(LayerGraph& g, const Layer& L, Tensor* x) { return ffn_gated(g, L, x, gelu); }
 
 Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x) {
   x = add(g.ctx, x, self_attention(g, L, rms_norm_mul(g, x, L.attn_norm)));
   return add(g.ctx, x, ffn_silu_gated(g, L, rms_norm_mul(g, x, L.ffn_norm)));
+}
+
+float gemma_attn_scale(const HParams& h, int64_t n_layer_27b) {
+  const int64_t d = h.n_layer == n_layer_27b ? h.n_embd / h.n_head : h.head_dim();
+  return 1.0f / std::sqrt(static_cast<float>(d));
+}
+
+Tensor* sandwich_norm_layer(LayerGraph& g, const Layer& L, Tensor* x) {
+  Tensor* attn = self_attention(g, L, rms_norm_mul(g, x, L.attn_norm));
+  x = add(g.ctx, x, rms_norm_mul(g, attn, L.attn_post_norm));
+  Tensor* ffn = ffn_gelu_gated(g, L, rms_norm_mul(g, x, L.ffn_norm));
+  return add(g.ctx, x, rms_norm_mul(g, ffn, L.ffn_post_norm));
 }
 
 }  // namespace loom

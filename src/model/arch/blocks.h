@@ -30,25 +30,46 @@ struct Qkv {
 Qkv project_qkv(LayerGraph& g, const Layer& L, Tensor* x);
 
 // Rotary position embedding of q or k heads with the model's rope (mode,
-// rotated dims, base, linear scale) and the layer's freq factors if any.
+// rotated dims, base, linear scale; a sliding-window layer's own base and
+// scale) and the layer's freq factors if any.
 Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads);
+
+// c * tanh(x / c): soft-capping of logits to (-c, c).
+Tensor* soft_cap(LayerGraph& g, Tensor* x, float c);
 
 // Causal grouped-query attention of one layer: k and v rows go into the
 // layer's cache at their cells, then softmax(K^T q * kq_scale + mask) V
 // over the cached tokens; returns the heads joined [n_head * head_dim, n]
-// (before the output projection).
-Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale);
+// (before the output projection). mask: g.mask when null. softcap > 0
+// soft-caps the scaled logits before the mask.
+Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale, Tensor* mask = nullptr,
+                  float softcap = 0.0f);
 
 // The usual attention sub-block: qkv, optional per-head q/k RMS norms, rope,
-// attention scaled by 1/sqrt(head_dim), output projection (+ bias).
+// attention scaled by h.attn_scale (1/sqrt(head_dim) when 0) and soft-capped
+// by h.attn_softcap, over the sliding window for a Layer::swa layer, output
+// projection (+ bias).
 Tensor* self_attention(LayerGraph& g, const Layer& L, Tensor* x);
 
 // Gated FFN: down (silu(gate x) * up x). With no gate matrix, `up` holds gate
 // and up fused ([n_embd, 2 n_ff], gate rows first).
 Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x);
 
+// GeGLU FFN: down (gelu(gate x) * up x), gelu with the tanh approximation.
+Tensor* ffn_gelu_gated(LayerGraph& g, const Layer& L, Tensor* x);
+
 // The pre-norm layer of llama and its kin:
 //   x += attention(rms_norm(x) * attn_norm);  x += ffn(rms_norm(x) * ffn_norm)
 Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x);
+
+// The attention scale of Gemma 2 and 3: 1/sqrt(head_dim), but 1/sqrt(n_embd
+// / n_head) (the query_pre_attn_scalar of the 27B models) at the 27B
+// models' layer count, as llama.cpp decides it.
+float gemma_attn_scale(const HParams& h, int64_t n_layer_27b);
+
+// Gemma's layer, normed before and after each sub-block:
+//   x += rms_norm(attention(rms_norm(x) * attn_norm)) * attn_post_norm
+//   x += rms_norm(ffn_gelu_gated(rms_norm(x) * ffn_norm)) * ffn_post_norm
+Tensor* sandwich_norm_layer(LayerGraph& g, const Layer& L, Tensor* x);
 
 }  // namespace loom
