@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "loom/context.h"
 #include "loom/error.h"
@@ -30,20 +31,27 @@ void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uin
   out.Clear();
   out.set_device(device);
   std::unordered_map<const Tensor*, int32_t> ids;
-  // Operands and view sources before the tensors that use them.
+  const std::unordered_set<const Tensor*> is_node(nodes.begin(), nodes.end());
+  // Operands and view sources before the tensors that use them. A tensor
+  // that is not a node (a weight, an input, a result of an earlier graph)
+  // goes as data only: no op, no operands.
   std::function<void(Tensor*)> add = [&](Tensor* t) {
     if (!t || ids.count(t)) return;
+    const bool node = is_node.count(t) != 0;
     add(t->view_src);
-    for (Tensor* s : t->src) add(s);
+    if (node)
+      for (Tensor* s : t->src) add(s);
     TensorMsg& m = *out.add_tensors();
     m.set_type(static_cast<uint32_t>(t->type));
     for (int d = 0; d < kMaxDims; ++d) {
       m.add_ne(t->ne[d]);
       m.add_nb(t->nb[d]);
     }
-    m.set_op(static_cast<uint32_t>(t->op));
-    for (int32_t p : t->op_params) m.add_op_params(p);
-    for (Tensor* s : t->src) m.add_src(index_of(ids, s));
+    m.set_op(static_cast<uint32_t>(node ? t->op : Op::None));
+    if (node) {
+      for (int32_t p : t->op_params) m.add_op_params(p);
+      for (Tensor* s : t->src) m.add_src(index_of(ids, s));
+    }
     m.set_view_src(index_of(ids, t->view_src));
     m.set_view_offs(t->view_offs);
     const RemoteRef ref = ref_of(*t);

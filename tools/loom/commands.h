@@ -15,5 +15,6 @@ int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_apply_template(int argc, char** argv);
+int cmd_rpc_server(int argc, char** argv);
 
 }  // namespace loom::cli
