@@ -3,6 +3,10 @@
 // touched (the ASan build would catch it).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include "loom/context.h"
 #include "loom/ops.h"
 #include "loom/registry.h"
@@ -135,6 +139,26 @@ TEST_F(Handlers_, MalformedGraphsAreRefused) {
   EXPECT_NE(shape.find("add"), std::string::npos) << shape;
   refused([](GraphMsg& m) { m.mutable_tensors(2)->set_nb(1, 0); }, "result strides not contiguous");
   refused([](GraphMsg& m) { m.mutable_tensors(0)->set_ne(0, 8); }, "operand shapes differ");
+}
+
+// The fuzz target's graph seeds (tests/fuzz/corpus/rpc_handlers, byte 0 the
+// handler) are well formed: the fuzzer starts from graphs that run.
+TEST_F(Handlers_, FuzzSeedGraphsRun) {
+  int n = 0;
+  alloc(4096);  // buffers 1 and 2
+  alloc(4096);
+  for (const auto& entry : std::filesystem::directory_iterator(LOOM_RPC_FUZZ_SEEDS)) {
+    std::ifstream f(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!entry.path().filename().string().starts_with("compute-")) continue;
+    ComputeRequest q;
+    ASSERT_TRUE(q.ParseFromString(bytes.substr(1))) << entry.path();
+    ComputeReply r;
+    const grpc::Status s = h_.compute(q, r);
+    EXPECT_TRUE(s.ok()) << entry.path() << ": " << s.error_message();
+    ++n;
+  }
+  EXPECT_GE(n, 3);
 }
 
 }  // namespace

@@ -49,17 +49,21 @@ int cmd_rpc_server(int argc, char** argv) {
   }
   if (!args.positional().empty()) fail("rpc-server: unexpected argument '{}'", args.positional().front());
 #if LOOM_HAVE_RPC
-  rpc::ServerOptions o;
-  o.host = args.get_or("--host", "127.0.0.1");
-  o.port = args.get_int("--port", 50052, 0, 65535);
-  o.token = args.get_or("--token", "");
-  o.devices = pick_devices(args);
-  // Block the signals before gRPC starts its threads; one thread waits for them.
+  // Block the signals before any thread starts (device runtimes, gRPC); one thread waits for
+  // them. Their default action first: a shell starts background jobs with
+  // SIGINT ignored, and an ignored signal never reaches sigwait.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  rpc::ServerOptions o;
+  o.host = args.get_or("--host", "127.0.0.1");
+  o.port = args.get_int("--port", 50052, 0, 65535);
+  o.token = args.get_or("--token", "");
+  o.devices = pick_devices(args);
   rpc::Server server(o);
   std::string names;
   for (Device* d : o.devices) names += (names.empty() ? "" : ", ") + std::string(d->name());
