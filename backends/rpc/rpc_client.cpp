@@ -1,6 +1,7 @@
 #include "rpc_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/evp.h>
 
 #include <atomic>
 #include <mutex>
@@ -14,7 +15,14 @@
 namespace loom::rpc {
 namespace {
 
-std::atomic<uint64_t> g_sent{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0};
+std::atomic<uint64_t> g_sent{0}, g_saved{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0};
+
+std::string sha256_of(const void* data, size_t size) {
+  std::string digest(32, '\0');
+  unsigned int n = 0;
+  EVP_Digest(data, size, reinterpret_cast<unsigned char*>(digest.data()), &n, EVP_sha256(), nullptr);
+  return digest;
+}
 
 // One server: the channel, the token and the deadline of every call.
 class Connection {
@@ -30,6 +38,8 @@ class Connection {
 
   Remote::Stub& stub() { return *stub_; }
   int index() const { return index_; }
+  bool cache() const { return cache_; }  // the server keeps a weight cache
+  void set_cache(bool cache) { cache_ = cache; }
   const std::string& endpoint() const { return endpoint_; }
 
   std::unique_ptr<grpc::ClientContext> context() const {
@@ -59,6 +69,7 @@ class Connection {
   std::string endpoint_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  bool cache_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Remote::Stub> stub_;
 };
@@ -106,11 +117,27 @@ class RpcBuffer final : public Buffer {
   void* base() override { return reinterpret_cast<void*>(base_); }
 
   void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) override {
+    // Weights the server may have cached: offer the hash first.
+    std::string sha256;
+    if (conn_.cache() && usage() == BufferUsage::Weights && size >= kMinCachedBytes) {
+      sha256 = sha256_of(data, size);
+      CachedBytes q;
+      fill_range(*q.mutable_range(), t, offset, size);
+      q.set_sha256(sha256);
+      CacheReply r;
+      auto c = conn_.context();
+      conn_.check(conn_.stub().SetFromCache(c.get(), q, &r), fmt::format("weight cache for tensor {}", tensor_label(t)));
+      if (r.hit()) {
+        g_saved += size;
+        return;
+      }
+    }
     auto c = conn_.context();
     Empty empty;
     auto writer = conn_.stub().SetBytes(c.get(), &empty);
     SetBytesChunk chunk;
     fill_range(*chunk.mutable_range(), t, offset, size);
+    chunk.set_sha256(sha256);
     const char* bytes = static_cast<const char*>(data);
     size_t done = 0;
     do {
@@ -118,6 +145,7 @@ class RpcBuffer final : public Buffer {
       chunk.set_data(bytes + done, n);
       if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
       chunk.clear_range();
+      chunk.clear_sha256();
       done += n;
     } while (done < size);
     writer->WritesDone();
@@ -335,7 +363,7 @@ class RpcFamily final : public BackendFamily {
 
 }  // namespace
 
-TransferStats transfer_stats() { return {g_sent, g_received, g_graphs_sent, g_graphs_reused}; }
+TransferStats transfer_stats() { return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused}; }
 
 std::vector<std::string> parse_endpoints(std::string_view list) {
   std::vector<std::string> out;
@@ -366,6 +394,7 @@ std::unique_ptr<BackendFamily> connect(const ClientOptions& options) {
     conn->check(conn->stub().Hello(c.get(), q, &r), "connecting");
     if (r.protocol() != kProtocolVersion)
       fail("RPC{} server {} speaks protocol {}, this Loom {}", i, options.endpoints[i], r.protocol(), kProtocolVersion);
+    conn->set_cache(r.cache());
     for (int d = 0; d < r.devices_size(); ++d)
       family->devices_.push_back(std::make_unique<RpcDevice>(*conn, static_cast<uint32_t>(d), r.devices(d)));
     family->connections_.push_back(std::move(conn));

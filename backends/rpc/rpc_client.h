@@ -3,6 +3,8 @@
 // for them: RPC0:CPU, RPC1:OpenCL0 (server index, then the server's name).
 // Their buffers live on the server; tensor bytes move in chunks, graphs are
 // sent whole once and then by id while their structure stays the same.
+// Weights of 1 MiB or more go to a server with a weight cache (rpc-server
+// --cache) as their SHA-256 first; the bytes follow only when it lacks them.
 // Every call has a deadline (ClientOptions::timeout); a server that is gone
 // or silent makes the call throw loom::Error naming the server, never hang.
 //
@@ -30,6 +32,7 @@ struct ClientOptions {
 // Bytes moved to the servers so far, over all connections (for reports).
 struct TransferStats {
   uint64_t bytes_sent = 0;      // tensor bytes written to remote buffers
+  uint64_t bytes_saved = 0;     // weight bytes the servers took from their caches instead
   uint64_t bytes_received = 0;  // tensor bytes read back
   uint64_t graphs_sent = 0;     // graphs sent whole
   uint64_t graphs_reused = 0;   // graphs run again by id

@@ -48,12 +48,14 @@ class Server::Impl final : public Remote::Service {
     if (!authorized(c)) return denied();
     SetBytesChunk chunk;
     BytesRange range;
+    std::string sha256;
     uint64_t done = 0;
     bool first = true;
     while (reader->Read(&chunk)) {
       if (first) {
         if (!chunk.has_range()) return {grpc::StatusCode::INVALID_ARGUMENT, "set: the first chunk names no range"};
         range = chunk.range();
+        sha256 = chunk.sha256();
         first = false;
       }
       grpc::Status s = service_.set_bytes(range, done, chunk.data());
@@ -63,7 +65,11 @@ class Server::Impl final : public Remote::Service {
     if (!first && done != range.size())
       return {grpc::StatusCode::INVALID_ARGUMENT,
               fmt::format("set: {} of {} bytes arrived", done, range.size())};
+    if (!sha256.empty()) return service_.cache_store(range, sha256);
     return grpc::Status::OK;
+  }
+  grpc::Status SetFromCache(grpc::ServerContext* c, const CachedBytes* q, CacheReply* r) override {
+    return authorized(c) ? service_.set_from_cache(*q, *r) : denied();
   }
   grpc::Status GetBytes(grpc::ServerContext* c, const BytesRange* q, grpc::ServerWriter<Chunk>* writer) override {
     if (!authorized(c)) return denied();

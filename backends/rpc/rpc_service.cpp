@@ -1,6 +1,10 @@
 #include "rpc_service.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <new>
 
 #include "loom/error.h"
@@ -31,6 +35,12 @@ grpc::Status guarded(F&& f) {
   } catch (const std::exception& e) {
     return {grpc::StatusCode::INTERNAL, e.what()};
   }
+}
+
+std::string hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
 }
 
 }  // namespace
@@ -78,6 +88,7 @@ Backend& Handlers::backend_for(uint32_t device) {
 grpc::Status Handlers::hello(HelloReply& reply) {
   return guarded([&] {
     reply.set_protocol(kProtocolVersion);
+    reply.set_cache(!options_.cache_dir.empty());
     for (Device* d : devices_) {
       DeviceInfo& info = *reply.add_devices();
       const MemoryInfo m = d->memory();
@@ -206,6 +217,70 @@ grpc::Status Handlers::get_bytes(const BytesRange& range, const std::function<bo
       done += n;
       if (n == 0) break;
     }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status Handlers::set_from_cache(const CachedBytes& request, CacheReply& reply) {
+  return guarded([&] {
+    reply.set_hit(false);
+    if (options_.cache_dir.empty() || request.sha256().size() != 32) return grpc::Status::OK;
+    std::lock_guard lock(mutex_);
+    grpc::Status status;
+    std::shared_ptr<Buffer> b = checked_range(request.range(), status);
+    if (!b) return status;
+    const auto path = std::filesystem::path(options_.cache_dir) / (hex(request.sha256()) + ".bin");
+    std::error_code ec;
+    if (std::filesystem::file_size(path, ec) != request.range().size() || ec) return grpc::Status::OK;
+    std::ifstream in(path, std::ios::binary);
+    std::string chunk;
+    for (uint64_t done = 0; done < request.range().size(); done += chunk.size()) {
+      chunk.resize(std::min<uint64_t>(kChunkBytes, request.range().size() - done));
+      if (!in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())))
+        return grpc::Status(grpc::StatusCode::INTERNAL, fmt::format("cannot read {}", path.string()));
+      Tensor t = at(*b, request.range().offset() + done);
+      b->set_tensor(t, chunk.data(), 0, chunk.size());
+    }
+    reply.set_hit(true);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status Handlers::cache_store(const BytesRange& range, const std::string& sha256) {
+  return guarded([&] {
+    if (options_.cache_dir.empty() || range.size() < kMinCachedBytes) return grpc::Status::OK;
+    if (sha256.size() != 32) return invalid(fmt::format("a SHA-256 has 32 bytes, not {}", sha256.size()));
+    std::lock_guard lock(mutex_);
+    grpc::Status status;
+    std::shared_ptr<Buffer> b = checked_range(range, status);
+    if (!b) return status;
+    const auto dir = std::filesystem::path(options_.cache_dir);
+    const auto path = dir / (hex(sha256) + ".bin");
+    if (std::filesystem::exists(path)) return grpc::Status::OK;
+    // Hash what arrived, not what the client claims: a wrong claim is refused
+    // and never names a file.
+    const auto tmp = dir / (hex(sha256) + ".tmp");
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
+    std::string chunk;
+    for (uint64_t done = 0; done < range.size(); done += chunk.size()) {
+      chunk.resize(std::min<uint64_t>(kChunkBytes, range.size() - done));
+      Tensor t = at(*b, range.offset() + done);
+      b->get_tensor(t, chunk.data(), 0, chunk.size());
+      EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
+      out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    }
+    out.close();
+    std::string digest(32, '\0');
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(md.get(), reinterpret_cast<unsigned char*>(digest.data()), &n);
+    if (digest != sha256 || !out) {
+      std::filesystem::remove(tmp);
+      return digest != sha256 ? invalid("weight cache: the bytes do not have the SHA-256 sent with them")
+                              : grpc::Status(grpc::StatusCode::INTERNAL, fmt::format("cannot write {}", tmp.string()));
+    }
+    std::filesystem::rename(tmp, path);
     return grpc::Status::OK;
   });
 }

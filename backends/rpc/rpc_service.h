@@ -33,7 +33,13 @@ struct ServiceOptions {
   size_t max_alloc = SIZE_MAX;
   // Graphs the server keeps so that a client can run them again by id.
   size_t graph_cache = 8;
+  // Weight cache directory (empty: none): transfers of at least
+  // kMinCachedBytes that carry a SHA-256 are kept there as <hex>.bin.
+  std::string cache_dir;
 };
+
+// The smallest transfer the weight cache keeps.
+inline constexpr size_t kMinCachedBytes = size_t{1} << 20;
 
 class Handlers {
  public:
@@ -51,6 +57,11 @@ class Handlers {
   grpc::Status set_bytes(const BytesRange& range, uint64_t done, const std::string& data);
   // Calls `write` for each chunk of the range; a false return stops (the client left).
   grpc::Status get_bytes(const BytesRange& range, const std::function<bool(const Chunk&)>& write);
+  // Fills the range from the weight cache when it holds `sha256`.
+  grpc::Status set_from_cache(const CachedBytes& request, CacheReply& reply);
+  // After a SetBytes transfer that named a hash: reads the range back,
+  // checks its SHA-256 and keeps it in the cache (no-op without a cache).
+  grpc::Status cache_store(const BytesRange& range, const std::string& sha256);
   grpc::Status memset(const MemsetRequest& request);
   grpc::Status copy(const CopyRequest& request);
   grpc::Status compute(const ComputeRequest& request, ComputeReply& reply);

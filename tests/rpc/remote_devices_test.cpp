@@ -184,6 +184,50 @@ TEST(RemoteDeviceFailures, AServerThatGoesAwayIsAnErrorNamingIt) {
   std::filesystem::remove(path);
 }
 
+// Weights of 1 MiB or more: the second load onto a server with a cache
+// sends none of their bytes.
+TEST(RemoteWeightCache, ASecondLoadSendsNoCachedWeightBytes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("loom_rpc_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  rpc::ServerOptions o;
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  o.service.cache_dir = dir.string();
+  rpc::Server server(o);
+  auto family = connect({endpoint(server)});
+  ModelSpec spec = tiny_spec();
+  spec.n_embd = 512;  // f32 [512, 512] matrices: 1 MiB each
+  spec.n_ff = 512;
+  spec.n_layer = 1;
+  const auto path = (dir / "m.gguf").string();
+  write_random_model(spec, DType::F32, 3, path);
+  Device& cpu = Registry::get().cpu();
+  size_t cached_bytes = 0;
+  std::vector<rpc::TransferStats> stats;
+  std::vector<std::vector<float>> logits;
+  for (int load = 0; load < 2; ++load) {
+    const rpc::TransferStats before = rpc::transfer_stats();
+    auto m = Model::load(path, {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 2}});
+    rpc::TransferStats after = rpc::transfer_stats();
+    after.bytes_sent -= before.bytes_sent;
+    after.bytes_saved -= before.bytes_saved;
+    stats.push_back(after);
+    if (load == 0)
+      for (const WeightPlacement& p : m->placements())
+        if (p.buffer_type == "RPC0:CPU" && p.bytes >= rpc::kMinCachedBytes) cached_bytes += p.bytes;
+    logits.push_back(run(*m));
+  }
+  EXPECT_EQ(cached_bytes, 5u << 20);  // wq, wo, gate, up, down; wk and wv (2 kv heads) are 0.5 MiB
+  EXPECT_EQ(stats[0].bytes_saved, 0u);
+  EXPECT_EQ(stats[1].bytes_saved, cached_bytes);
+  EXPECT_EQ(stats[1].bytes_sent + cached_bytes, stats[0].bytes_sent);
+  EXPECT_EQ(logits[0], logits[1]);
+  std::printf("[ cache ] first load sent %.2f MiB; second sent %.2f MiB, %.2f MiB from the cache\n",
+              stats[0].bytes_sent / 1048576.0, stats[1].bytes_sent / 1048576.0, stats[1].bytes_saved / 1048576.0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(RemoteDeviceFailures, NoServerIsAnErrorNamingIt) {
   auto server = start_server();
   const std::string where = endpoint(*server);

@@ -1,5 +1,6 @@
 // loom rpc-server: this machine's devices for other Looms (--rpc).
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <thread>
 
@@ -41,7 +42,8 @@ int cmd_rpc_server(int argc, char** argv) {
             {{{"--host"}, "ADDR", "address to bind (default 127.0.0.1)"},
              {{"--port"}, "N", "port to listen on (default 50052; 0: any free port, printed)"},
              {{"--devices"}, "A,B", "devices to serve, e.g. CPU,OpenCL0 (default: all)"},
-             {{"--token"}, "SECRET", "every call must carry this token (clients: --rpc-token)"}});
+             {{"--token"}, "SECRET", "every call must carry this token (clients: --rpc-token)"},
+             {{"--cache"}, "DIR", "keep weights of 1 MiB or more here by SHA-256: a later load sends no bytes for them"}});
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
@@ -64,11 +66,18 @@ int cmd_rpc_server(int argc, char** argv) {
   o.port = args.get_int("--port", 50052, 0, 65535);
   o.token = args.get_or("--token", "");
   o.devices = pick_devices(args);
+  if (auto dir = args.get("--cache")) {
+    std::error_code ec;
+    std::filesystem::create_directories(*dir, ec);
+    if (ec) fail("--cache: cannot create {}: {}", *dir, ec.message());
+    o.service.cache_dir = *dir;
+  }
   rpc::Server server(o);
   std::string names;
   for (Device* d : o.devices) names += (names.empty() ? "" : ", ") + std::string(d->name());
   std::printf("loom rpc-server listening on %s (devices: %s%s)\n", server.address().c_str(), names.c_str(),
               o.token.empty() ? "" : "; token required");
+  if (!o.service.cache_dir.empty()) std::printf("weight cache: %s\n", o.service.cache_dir.c_str());
   std::fflush(stdout);
   std::thread stopper([&] {
     int sig = 0;

@@ -1,5 +1,6 @@
 #include "rpc_args.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "loom/error.h"
@@ -40,6 +41,13 @@ void connect_rpc(const Args& args) {
     o.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
   }
   Registry::get().add_family(rpc::connect(o), "rpc " + *list);
+  // What went over the wire, once the command is done.
+  std::atexit([] {
+    const rpc::TransferStats s = rpc::transfer_stats();
+    if (s.bytes_sent + s.bytes_saved == 0) return;
+    std::fprintf(stderr, "rpc: %.1f MiB of tensor bytes sent, %.1f MiB of weights taken from the servers' caches\n",
+                 s.bytes_sent / 1048576.0, s.bytes_saved / 1048576.0);
+  });
 #else
   fail("--rpc: this loom was built without gRPC (LOOM_RPC=OFF or gRPC not found)");
 #endif
