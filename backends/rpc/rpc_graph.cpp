@@ -208,7 +208,7 @@ std::unique_ptr<DecodedGraph> decode_graph(const GraphMsg& msg, Device& device, 
       t.view_src = &out->tensors[v];
       if (t.view_src->view_src) fail("rpc: tensor {}: view source #{} is itself a view", what, v);
       t.view_offs = m.view_offs();
-      if (m.buffer() != msg.tensors(v).buffer() || m.offset() != offsets[v] + m.view_offs())
+      if (lookup && (m.buffer() != msg.tensors(v).buffer() || m.offset() != offsets[v] + m.view_offs()))
         fail("rpc: view {} does not lie at its source's offset {} + {}", what, offsets[v], m.view_offs());
     } else if (info.is_view) {
       fail("rpc: tensor {}: a {} needs a view source", what, info.name);
