@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "rpc_args.h"
 #include "args.h"
 #include "bench_format.h"
 #include "bench_params.h"
@@ -162,7 +163,7 @@ void emit(const std::string& text) {
 
 int cmd_bench(int argc, char** argv) {
   Args args("bench", "Measure prompt processing (pp) and generation (tg) speed, like llama-bench.",
-            bench_option_specs());
+            with_rpc_options(bench_option_specs()));
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
@@ -170,6 +171,7 @@ int cmd_bench(int argc, char** argv) {
                stdout);
     return 0;
   }
+  connect_rpc(args);
   if (!args.positional().empty()) fail("bench: unexpected argument '{}'", args.positional().front());
   const std::string format_name = args.get_or("--output", "md");
   const auto format = bench_format_from_name(format_name);

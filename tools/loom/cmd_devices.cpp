@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "rpc_args.h"
 #include "args.h"
 #include "commands.h"
 #include "loom/registry.h"
@@ -36,12 +37,13 @@ std::vector<BufferType*> all_buffer_types(Device& d) {
 
 int cmd_devices(int argc, char** argv) {
   Args args("devices", "List every registered device (LOOM_DEVICES filters them).",
-            {{{"--json"}, "", "print JSON instead of a table"}});
+            with_rpc_options({{{"--json"}, "", "print JSON instead of a table"}}));
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
+  connect_rpc(args);
   Registry& reg = Registry::get();
   if (args.has("--json")) {
     nlohmann::json out = nlohmann::json::array();

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rpc_args.h"
 #include "args.h"
 #include "commands.h"
 #include "loom/error.h"
@@ -22,12 +23,13 @@ int cmd_eval(int argc, char** argv) {
                                 {{"--all-logits"}, "", "print the logits of every token, not only the last"},
                                 {{"--generate"}, "N", "then generate N tokens greedily and list them (\"generated\")"},
                             });
-  Args args("eval", "Evaluate tokens and print their logits as JSON.", specs);
+  Args args("eval", "Evaluate tokens and print their logits as JSON.", with_rpc_options(specs));
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
+  connect_rpc(args);
   auto model = load_model(model_path(args), load_options(args));
   std::vector<int32_t> tokens;
   if (auto list = args.get("--tokens")) {

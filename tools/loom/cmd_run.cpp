@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "rpc_args.h"
 #include "args.h"
 #include "commands.h"
 #include "loom/error.h"
@@ -67,12 +68,13 @@ int cmd_run(int argc, char** argv) {
                                 {{"--chat-template"}, "FILE", "with -cnv: a Jinja chat template instead of the file's tokenizer.chat_template"},
                                 {{"-sys", "--system-prompt"}, "TEXT", "with -cnv: a system message first"},
                             });
-  Args args("run", "Generate text with a llama-family GGUF model.", specs);
+  Args args("run", "Generate text with a llama-family GGUF model.", with_rpc_options(specs));
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
+  connect_rpc(args);
   constexpr int kIntMax = std::numeric_limits<int>::max();
   SamplerOptions so;
   so.temperature = static_cast<float>(args.get_number("--temp", 0.8, 0.0, HUGE_VAL));

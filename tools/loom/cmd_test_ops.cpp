@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "rpc_args.h"
 #include "args.h"
 #include "commands.h"
 #include "conformance/conformance.h"
@@ -77,15 +78,16 @@ int cmd_test_ops(int argc, char** argv) {
   Args args("test-ops",
             "Run the op conformance suite: every op x type x shape against a scalar reference, with guard\n"
             "bytes around every output. Prints one line per failure and ends with 'N passed, M failed'.",
-            {{{"-b", "--backend"}, "DEVICE", "only this device (default: every registered device)"},
+            with_rpc_options({{{"-b", "--backend"}, "DEVICE", "only this device (default: every registered device)"},
              {{"-o", "--op"}, "OP", "only the cases of this op (a view op: the cases that use it)"},
              {{"-v", "--verbose"}, "", "one line per case"},
-             {{"-l", "--list"}, "", "list the cases with counts per op and type; run nothing"}});
+             {{"-l", "--list"}, "", "list the cases with counts per op and type; run nothing"}}));
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
     return 0;
   }
+  connect_rpc(args);
   if (!args.positional().empty()) fail("test-ops: unexpected argument '{}'", args.positional().front());
   const conf::Filter filter = pick_filter(args);
   if (args.has("--list")) return list_cases(filter);

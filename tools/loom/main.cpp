@@ -29,6 +29,7 @@ constexpr Command kCommands[] = {
     {"apply-template", loom::cli::cmd_apply_template, "render a chat template over messages (JSON) and print the text"},
     {"demo", loom::cli::cmd_demo, "run a small demo graph on every device and check the results"},
     {"test-ops", loom::cli::cmd_test_ops, "run the op conformance suite on the registered devices"},
+    {"rpc-server", loom::cli::cmd_rpc_server, "serve this machine's devices to other Looms over gRPC (--rpc)"},
 };
 
 void print_usage() {

@@ -1,0 +1,405 @@
+#include "rpc_client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "loom/error.h"
+#include "loom_rpc.grpc.pb.h"
+#include "rpc_graph.h"
+#include "rpc_server.h"
+
+namespace loom::rpc {
+namespace {
+
+std::atomic<uint64_t> g_sent{0}, g_saved{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0};
+
+std::string sha256_of(const void* data, size_t size) {
+  std::string digest(32, '\0');
+  unsigned int n = 0;
+  EVP_Digest(data, size, reinterpret_cast<unsigned char*>(digest.data()), &n, EVP_sha256(), nullptr);
+  return digest;
+}
+
+// One server: the channel, the token and the deadline of every call.
+class Connection {
+ public:
+  Connection(int index, std::string endpoint, const ClientOptions& options)
+      : index_(index), endpoint_(std::move(endpoint)), token_(options.token), timeout_(options.timeout) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(256 << 20);
+    args.SetMaxSendMessageSize(256 << 20);
+    channel_ = grpc::CreateCustomChannel(endpoint_, grpc::InsecureChannelCredentials(), args);
+    stub_ = Remote::NewStub(channel_);
+  }
+
+  Remote::Stub& stub() { return *stub_; }
+  int index() const { return index_; }
+  bool cache() const { return cache_; }  // the server keeps a weight cache
+  void set_cache(bool cache) { cache_ = cache; }
+  const std::string& endpoint() const { return endpoint_; }
+
+  std::unique_ptr<grpc::ClientContext> context() const {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + timeout_);
+    if (!token_.empty()) c->AddMetadata(kTokenKey, token_);
+    return c;
+  }
+
+  // Throws an Error naming the server for a failed call.
+  void check(const grpc::Status& s, std::string_view what) const {
+    if (s.ok()) return;
+    std::string why = s.error_message();
+    switch (s.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE: why = "the server is unreachable or has gone (" + why + ")"; break;
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        why = fmt::format("no answer within {} s (LOOM_RPC_TIMEOUT)", timeout_.count() / 1000.0);
+        break;
+      case grpc::StatusCode::PERMISSION_DENIED: why = "refused: " + why; break;
+      default: break;
+    }
+    fail("RPC{} server {}: {}: {}", index_, endpoint_, what, why);
+  }
+
+ private:
+  int index_;
+  std::string endpoint_;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+  bool cache_ = false;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Remote::Stub> stub_;
+};
+
+class RpcDevice;
+
+class RpcBufferType final : public BufferType {
+ public:
+  RpcBufferType(RpcDevice& device, std::string name, size_t alignment, size_t max_size)
+      : device_(device), name_(std::move(name)), alignment_(alignment), max_size_(max_size) {}
+  std::string_view name() const override { return name_; }
+  size_t alignment() const override { return alignment_; }
+  size_t max_size() const override { return max_size_; }
+  bool is_host() const override { return false; }
+  Device* device() const override;
+
+ protected:
+  std::shared_ptr<Buffer> alloc_impl(size_t size) override;
+
+ private:
+  RpcDevice& device_;
+  std::string name_;
+  size_t alignment_, max_size_;
+};
+
+// Each buffer gets its own opaque address range so that data pointers of
+// different buffers never compare equal.
+constexpr int kAddressBits = 40;
+std::atomic<uintptr_t> g_next_base{1};
+
+class RpcBuffer final : public Buffer {
+ public:
+  RpcBuffer(RpcBufferType& type, Connection& conn, uint64_t handle, size_t size)
+      : Buffer(type, size), conn_(conn), handle_(handle), base_(g_next_base++ << kAddressBits) {}
+  ~RpcBuffer() override {
+    BufferRef ref;
+    ref.set_buffer(handle_);
+    Empty empty;
+    auto c = conn_.context();
+    (void)conn_.stub().Free(c.get(), ref, &empty);  // a server that is gone has freed it already
+  }
+
+  Connection& connection() const { return conn_; }
+  uint64_t handle() const { return handle_; }
+  void* base() override { return reinterpret_cast<void*>(base_); }
+
+  void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) override {
+    // Weights the server may have cached: offer the hash first.
+    std::string sha256;
+    if (conn_.cache() && usage() == BufferUsage::Weights && size >= kMinCachedBytes) {
+      sha256 = sha256_of(data, size);
+      CachedBytes q;
+      fill_range(*q.mutable_range(), t, offset, size);
+      q.set_sha256(sha256);
+      CacheReply r;
+      auto c = conn_.context();
+      conn_.check(conn_.stub().SetFromCache(c.get(), q, &r), fmt::format("weight cache for tensor {}", tensor_label(t)));
+      if (r.hit()) {
+        g_saved += size;
+        return;
+      }
+    }
+    auto c = conn_.context();
+    Empty empty;
+    auto writer = conn_.stub().SetBytes(c.get(), &empty);
+    SetBytesChunk chunk;
+    fill_range(*chunk.mutable_range(), t, offset, size);
+    chunk.set_sha256(sha256);
+    const char* bytes = static_cast<const char*>(data);
+    size_t done = 0;
+    do {
+      const size_t n = std::min(kChunkBytes, size - done);
+      chunk.set_data(bytes + done, n);
+      if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
+      chunk.clear_range();
+      chunk.clear_sha256();
+      done += n;
+    } while (done < size);
+    writer->WritesDone();
+    conn_.check(writer->Finish(), fmt::format("writing {} bytes of tensor {}", size, tensor_label(t)));
+    g_sent += size;
+  }
+
+  void get_tensor(const Tensor& t, void* data, size_t offset, size_t size) override {
+    auto c = conn_.context();
+    BytesRange range;
+    fill_range(range, t, offset, size);
+    auto reader = conn_.stub().GetBytes(c.get(), range);
+    Chunk chunk;
+    size_t done = 0;
+    char* out = static_cast<char*>(data);
+    while (reader->Read(&chunk)) {
+      if (chunk.data().size() > size - done) {
+        c->TryCancel();
+        reader->Finish();
+        fail("RPC{} server {}: reading tensor {}: the server sent more than {} bytes", conn_.index(),
+             conn_.endpoint(), tensor_label(t), size);
+      }
+      std::memcpy(out + done, chunk.data().data(), chunk.data().size());
+      done += chunk.data().size();
+    }
+    conn_.check(reader->Finish(), fmt::format("reading {} bytes of tensor {}", size, tensor_label(t)));
+    if (done != size)
+      fail("RPC{} server {}: reading tensor {}: {} of {} bytes arrived", conn_.index(), conn_.endpoint(),
+           tensor_label(t), done, size);
+    g_received += size;
+  }
+
+  void memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) override {
+    MemsetRequest q;
+    fill_range(*q.mutable_range(), t, offset, size);
+    q.set_value(value);
+    Empty empty;
+    auto c = conn_.context();
+    conn_.check(conn_.stub().Memset(c.get(), q, &empty), fmt::format("filling tensor {}", tensor_label(t)));
+  }
+
+  bool copy_tensor(const Tensor& src, Tensor& dst) override {
+    auto* sb = dynamic_cast<RpcBuffer*>(src.buffer.get());
+    if (!sb || &sb->conn_ != &conn_) return false;  // another server or the host: the caller stages
+    CopyRequest q;
+    sb->fill_range(*q.mutable_src(), src, 0, src.nbytes());
+    q.set_dst_buffer(handle_);
+    q.set_dst_offset(offset_of(dst));
+    Empty empty;
+    auto c = conn_.context();
+    conn_.check(conn_.stub().Copy(c.get(), q, &empty),
+                fmt::format("copying tensor {} to {}", tensor_label(src), tensor_label(dst)));
+    return true;
+  }
+
+  void clear(uint8_t value) override {
+    ClearRequest q;
+    q.set_buffer(handle_);
+    q.set_value(value);
+    Empty empty;
+    auto c = conn_.context();
+    conn_.check(conn_.stub().Clear(c.get(), q, &empty), fmt::format("clearing a buffer of {} bytes", size()));
+  }
+
+ private:
+  void fill_range(BytesRange& r, const Tensor& t, size_t offset, size_t size) {
+    r.set_buffer(handle_);
+    r.set_offset(offset_of(t) + offset);
+    r.set_size(size);
+  }
+
+  Connection& conn_;
+  uint64_t handle_;
+  uintptr_t base_;
+};
+
+class RpcBackend;
+
+class RpcDevice final : public Device {
+ public:
+  RpcDevice(Connection& conn, uint32_t index, const DeviceInfo& info)
+      : conn_(conn),
+        index_(index),
+        name_(fmt::format("RPC{}:{}", conn.index(), info.name())),
+        description_(fmt::format("{} on {}", info.description(), conn.endpoint())),
+        buffer_type_(*this, name_, std::max<size_t>(info.alignment(), 1),
+                     std::min<size_t>(info.max_size(), size_t{1} << kAddressBits)) {}
+
+  std::string_view name() const override { return name_; }
+  std::string description() const override { return description_; }
+  DeviceType type() const override { return DeviceType::GPU; }
+  MemoryInfo memory() const override {
+    DeviceRef q;
+    q.set_device(index_);
+    MemoryReply r;
+    auto c = conn_.context();
+    conn_.check(conn_.stub().Memory(c.get(), q, &r), fmt::format("memory of {}", name_));
+    return {r.free(), r.total()};
+  }
+  DeviceCaps caps() const override { return {}; }
+  std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
+  BufferType& default_buffer_type() override { return buffer_type_; }
+
+  bool supports_op(const Tensor& node) const override {
+    SupportsOpRequest q;
+    Tensor* n = const_cast<Tensor*>(&node);
+    encode_graph(std::span<Tensor* const>(&n, 1), [](const Tensor&) { return RemoteRef{}; }, index_,
+                 *q.mutable_graph());
+    for (TensorMsg& t : *q.mutable_graph()->mutable_tensors()) t.clear_name();  // names do not matter here
+    std::string key;
+    q.SerializeToString(&key);
+    std::lock_guard lock(mutex_);
+    if (auto it = supported_.find(key); it != supported_.end()) return it->second;
+    SupportsOpReply r;
+    auto c = conn_.context();
+    conn_.check(conn_.stub().SupportsOp(c.get(), q, &r), fmt::format("asking {} about {}", name_, tensor_label(node)));
+    supported_.emplace(std::move(key), r.supported());
+    return r.supported();
+  }
+  bool supports_buffer_type(const BufferType& type) const override { return &type == &buffer_type_; }
+
+  Connection& connection() const { return conn_; }
+  uint32_t index() const { return index_; }
+
+ private:
+  Connection& conn_;
+  uint32_t index_;
+  std::string name_, description_;
+  RpcBufferType buffer_type_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<std::string, bool> supported_;  // by the node's encoding
+};
+
+Device* RpcBufferType::device() const { return &device_; }
+
+std::shared_ptr<Buffer> RpcBufferType::alloc_impl(size_t size) {
+  Connection& conn = device_.connection();
+  AllocRequest q;
+  q.set_device(device_.index());
+  q.set_size(size);
+  AllocReply r;
+  auto c = conn.context();
+  conn.check(conn.stub().Alloc(c.get(), q, &r), fmt::format("allocating {} bytes of {}", size, name_));
+  return std::make_shared<RpcBuffer>(*this, conn, r.buffer(), size);
+}
+
+class RpcBackend final : public Backend {
+ public:
+  explicit RpcBackend(RpcDevice& device) : device_(device) {}
+  Device& device() const override { return device_; }
+
+  void compute(Graph& graph) override {
+    Connection& conn = device_.connection();
+    GraphMsg msg;
+    encode_graph(graph.nodes(), [&](const Tensor& t) { return ref_of(t); }, device_.index(), msg);
+    std::string bytes;
+    msg.SerializeToString(&bytes);
+    const std::string what = fmt::format("computing a graph of {} nodes on {}", graph.size(), device_.name());
+    // The same graph as one sent before: run it by id.
+    if (auto it = sent_.find(bytes); it != sent_.end()) {
+      ComputeRequest q;
+      q.set_graph_id(it->second);
+      ComputeReply r;
+      auto c = conn.context();
+      const grpc::Status s = conn.stub().Compute(c.get(), q, &r);
+      if (s.error_code() != grpc::StatusCode::NOT_FOUND) {  // NOT_FOUND: the server dropped it; send it again
+        conn.check(s, what);
+        ++g_graphs_reused;
+        return;
+      }
+      sent_.erase(it);
+    }
+    ComputeRequest q;
+    *q.mutable_graph() = std::move(msg);
+    ComputeReply r;
+    auto c = conn.context();
+    conn.check(conn.stub().Compute(c.get(), q, &r), what);
+    ++g_graphs_sent;
+    if (sent_.size() >= kRemembered) sent_.clear();
+    sent_.emplace(std::move(bytes), r.graph_id());
+  }
+
+ private:
+  static constexpr size_t kRemembered = 8;
+
+  RemoteRef ref_of(const Tensor& t) const {
+    if (t.nbytes() == 0 && !t.buffer) return {};
+    auto* b = dynamic_cast<RpcBuffer*>(t.buffer.get());
+    if (!b || &b->connection() != &device_.connection())
+      fail("{}: tensor {} lies in {} memory, not on this server; the scheduler should have copied it", device_.name(),
+           tensor_label(t), t.buffer ? t.buffer->type().name() : "no");
+    return {b->handle(), b->offset_of(t)};
+  }
+
+  RpcDevice& device_;
+  std::unordered_map<std::string, uint64_t> sent_;  // encoded graph -> the server's id for it
+};
+
+std::unique_ptr<Backend> RpcDevice::create_backend(const BackendOptions&) {
+  return std::make_unique<RpcBackend>(*this);
+}
+
+class RpcFamily final : public BackendFamily {
+ public:
+  std::string_view name() const override { return "RPC"; }
+  std::vector<Device*> devices() override {
+    std::vector<Device*> out;
+    for (auto& d : devices_) out.push_back(d.get());
+    return out;
+  }
+
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::vector<std::unique_ptr<RpcDevice>> devices_;
+};
+
+}  // namespace
+
+TransferStats transfer_stats() { return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused}; }
+
+std::vector<std::string> parse_endpoints(std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string item(list.substr(start, end - start));
+    start = end + 1;
+    if (item.empty()) continue;
+    const size_t colon = item.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : item.substr(colon + 1);
+    if (colon == 0 || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) > 65535)
+      fail("--rpc: '{}' is not HOST:PORT", item);
+    out.push_back(item);
+  }
+  if (out.empty()) fail("--rpc: '{}' names no server (HOST:PORT[,HOST:PORT])", list);
+  return out;
+}
+
+std::unique_ptr<BackendFamily> connect(const ClientOptions& options) {
+  auto family = std::make_unique<RpcFamily>();
+  for (size_t i = 0; i < options.endpoints.size(); ++i) {
+    auto conn = std::make_unique<Connection>(static_cast<int>(i), options.endpoints[i], options);
+    HelloRequest q;
+    HelloReply r;
+    auto c = conn->context();
+    conn->check(conn->stub().Hello(c.get(), q, &r), "connecting");
+    if (r.protocol() != kProtocolVersion)
+      fail("RPC{} server {} speaks protocol {}, this Loom {}", i, options.endpoints[i], r.protocol(), kProtocolVersion);
+    conn->set_cache(r.cache());
+    for (int d = 0; d < r.devices_size(); ++d)
+      family->devices_.push_back(std::make_unique<RpcDevice>(*conn, static_cast<uint32_t>(d), r.devices(d)));
+    family->connections_.push_back(std::move(conn));
+  }
+  return family;
+}
+
+}  // namespace loom::rpc

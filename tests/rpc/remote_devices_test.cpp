@@ -1,0 +1,279 @@
+// Remote devices end to end: two rpc servers on loopback (ephemeral ports)
+// inside this process, serving the CPU, and a client that uses them as
+// RPC0:CPU and RPC1:CPU. The ops conform through them, a model split over
+// CPU + RPC0 + RPC1 gives the CPU's logits, a server that goes away gives
+// an error naming it, and a wrong token is refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "conformance/conformance.h"
+#include "loom/error.h"
+#include "loom/model.h"
+#include "loom/registry.h"
+#include "model_gen/model_gen.h"
+#include "rpc_client.h"
+#include "rpc_server.h"
+
+namespace loom {
+namespace {
+
+std::unique_ptr<rpc::Server> start_server(std::string token = "") {
+  rpc::ServerOptions o;
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  o.token = std::move(token);
+  return std::make_unique<rpc::Server>(o);
+}
+
+std::string endpoint(const rpc::Server& s) { return "127.0.0.1:" + std::to_string(s.port()); }
+
+std::unique_ptr<BackendFamily> connect(std::vector<std::string> endpoints, std::string token = "") {
+  rpc::ClientOptions o;
+  o.endpoints = std::move(endpoints);
+  o.token = std::move(token);
+  o.timeout = std::chrono::seconds(20);
+  return rpc::connect(o);
+}
+
+class RemoteDevices : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server0_ = start_server().release();
+    server1_ = start_server().release();
+    family_ = connect({endpoint(*server0_), endpoint(*server1_)}).release();
+  }
+  static void TearDownTestSuite() {
+    delete family_;
+    delete server1_;
+    delete server0_;
+  }
+  static Device& remote(int i) { return *family_->devices().at(i); }
+
+  static rpc::Server* server0_;
+  static rpc::Server* server1_;
+  static BackendFamily* family_;
+};
+rpc::Server* RemoteDevices::server0_ = nullptr;
+rpc::Server* RemoteDevices::server1_ = nullptr;
+BackendFamily* RemoteDevices::family_ = nullptr;
+
+TEST_F(RemoteDevices, AreNamedByServerAndRemoteName) {
+  ASSERT_EQ(family_->devices().size(), 2u);
+  EXPECT_EQ(remote(0).name(), "RPC0:CPU");
+  EXPECT_EQ(remote(1).name(), "RPC1:CPU");
+  EXPECT_EQ(remote(0).default_buffer_type().name(), "RPC0:CPU");
+  EXPECT_NE(remote(1).description().find(endpoint(*server1_)), std::string::npos);
+  EXPECT_GT(remote(0).memory().total, 0u);
+}
+
+TEST_F(RemoteDevices, LargeTensorsRoundTripInChunks) {
+  // 3.5 chunks: the last one partial.
+  const size_t n = rpc::kChunkBytes * 7 / 8;
+  std::vector<float> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(i % 1000) * 0.5f;
+  Tensor t;
+  t.ne = {static_cast<int64_t>(n), 1, 1, 1};
+  set_contiguous_strides(t);
+  auto buf = remote(0).default_buffer_type().alloc(t.nbytes() + 64);
+  buf->place(t, 64);
+  tensor_set(t, data.data(), 0, t.nbytes());
+  std::vector<float> back(n);
+  tensor_get(t, back.data(), 0, t.nbytes());
+  EXPECT_EQ(back, data);
+  // A copy within the server, then part of it read back.
+  Tensor u = t;
+  auto buf2 = remote(0).default_buffer_type().alloc(t.nbytes());
+  u.buffer = nullptr;
+  u.data = nullptr;
+  buf2->place(u, 0);
+  tensor_copy(t, u);
+  std::vector<float> part(100);
+  tensor_get(u, part.data(), 4 * (n - 100), 400);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), data.end() - 100));
+}
+
+// Every case the server's CPU runs passes through RPC0:CPU too (none is
+// skipped as unsupported on the way).
+TEST_F(RemoteDevices, OpsConformThroughAServer) {
+  int passed = 0, passed_locally = 0;
+  for (const conformance::CaseResult& r : conformance::run_conformance(remote(0))) {
+    EXPECT_NE(r.status, conformance::CaseStatus::Failed) << r.name << ": " << r.message;
+    passed += r.status == conformance::CaseStatus::Passed;
+  }
+  for (const conformance::CaseResult& r : conformance::run_conformance(Registry::get().cpu()))
+    passed_locally += r.status == conformance::CaseStatus::Passed;
+  EXPECT_EQ(passed, passed_locally);
+  EXPECT_GT(passed, 100);
+}
+
+ModelSpec tiny_spec() {
+  ModelSpec s;
+  s.n_vocab = 260;
+  s.n_embd = 64;
+  s.n_layer = 3;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 128;
+  s.n_ctx = 64;
+  return s;
+}
+
+std::vector<float> run(Model& m) {
+  Session s(m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+  const std::vector<int32_t> prompt = {1, 17, 120, 3, 99, 42};
+  std::vector<float> logits = s.decode(prompt, true);
+  for (int32_t next : {7, 8}) {
+    const std::vector<float> last = s.decode(std::span<const int32_t>(&next, 1));
+    logits.insert(logits.end(), last.begin(), last.end());
+  }
+  return logits;
+}
+
+std::string model_file(const char* tag) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("loom_rpc_" + std::string(tag) + "_" + std::to_string(::getpid()) + ".gguf");
+  write_random_model(tiny_spec(), DType::Q8_0, 11, path.string());
+  return path.string();
+}
+
+TEST_F(RemoteDevices, ModelSplitOverCpuAndTwoServersMatchesTheCpu) {
+  const std::string path = model_file("split");
+  Device& cpu = Registry::get().cpu();
+  const std::vector<float> want = run(*Model::load(path, {&cpu}));
+  // Layer 0 on the CPU, layer 1 on RPC0, layer 2 on RPC1.
+  auto m = Model::load(path, {&cpu, &remote(0), &remote(1)},
+                       {.placement = {.n_gpu_layers = 2, .tensor_split = {1.0f, 1.0f}}});
+  EXPECT_EQ(m->layer_device(0).name(), "CPU");
+  EXPECT_EQ(m->layer_device(1).name(), "RPC0:CPU");
+  EXPECT_EQ(m->layer_device(2).name(), "RPC1:CPU");
+  const rpc::TransferStats before = rpc::transfer_stats();
+  const std::vector<float> got = run(*m);
+  const rpc::TransferStats after = rpc::transfer_stats();
+  ASSERT_EQ(got.size(), want.size());
+  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+  double err = 0;
+  for (size_t i = 0; i < want.size(); ++i) err = std::max(err, double(std::fabs(got[i] - want[i])));
+  // The same CPU kernels on both sides: equal but for summation order.
+  EXPECT_LT(err / (*hi - *lo), 1e-5);
+  EXPECT_GT(after.graphs_sent, before.graphs_sent);
+  std::printf("[ split ] max |logit difference| / range %.2g; graphs sent %llu, run again by id %llu\n",
+              err / (*hi - *lo), static_cast<unsigned long long>(after.graphs_sent - before.graphs_sent),
+              static_cast<unsigned long long>(after.graphs_reused - before.graphs_reused));
+  m.reset();
+  std::filesystem::remove(path);
+}
+
+TEST(RemoteDeviceFailures, AServerThatGoesAwayIsAnErrorNamingIt) {
+  auto server = start_server();
+  const std::string where = endpoint(*server);
+  auto family = connect({where});
+  const std::string path = model_file("killed");
+  Device& cpu = Registry::get().cpu();
+  auto m = Model::load(path, {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 2}});
+  Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+  const std::vector<int32_t> prompt = {1, 17, 120};
+  s.decode(prompt);
+  server.reset();  // mid-generation
+  const int32_t next = 7;
+  try {
+    s.decode(std::span<const int32_t>(&next, 1));
+    FAIL() << "decoding on a server that is gone succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RPC0"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+// Weights of 1 MiB or more: the second load onto a server with a cache
+// sends none of their bytes.
+TEST(RemoteWeightCache, ASecondLoadSendsNoCachedWeightBytes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("loom_rpc_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  rpc::ServerOptions o;
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  o.service.cache_dir = dir.string();
+  rpc::Server server(o);
+  auto family = connect({endpoint(server)});
+  ModelSpec spec = tiny_spec();
+  spec.n_embd = 512;  // f32 [512, 512] matrices: 1 MiB each
+  spec.n_ff = 512;
+  spec.n_layer = 1;
+  const auto path = (dir / "m.gguf").string();
+  write_random_model(spec, DType::F32, 3, path);
+  Device& cpu = Registry::get().cpu();
+  size_t cached_bytes = 0;
+  std::vector<rpc::TransferStats> stats;
+  std::vector<std::vector<float>> logits;
+  for (int load = 0; load < 2; ++load) {
+    const rpc::TransferStats before = rpc::transfer_stats();
+    auto m = Model::load(path, {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 2}});
+    rpc::TransferStats after = rpc::transfer_stats();
+    after.bytes_sent -= before.bytes_sent;
+    after.bytes_saved -= before.bytes_saved;
+    stats.push_back(after);
+    if (load == 0)
+      for (const WeightPlacement& p : m->placements())
+        if (p.buffer_type == "RPC0:CPU" && p.bytes >= rpc::kMinCachedBytes) cached_bytes += p.bytes;
+    logits.push_back(run(*m));
+  }
+  EXPECT_EQ(cached_bytes, 5u << 20);  // wq, wo, gate, up, down; wk and wv (2 kv heads) are 0.5 MiB
+  EXPECT_EQ(stats[0].bytes_saved, 0u);
+  EXPECT_EQ(stats[1].bytes_saved, cached_bytes);
+  EXPECT_EQ(stats[1].bytes_sent + cached_bytes, stats[0].bytes_sent);
+  EXPECT_EQ(logits[0], logits[1]);
+  std::printf("[ cache ] first load sent %.2f MiB; second sent %.2f MiB, %.2f MiB from the cache\n",
+              stats[0].bytes_sent / 1048576.0, stats[1].bytes_sent / 1048576.0, stats[1].bytes_saved / 1048576.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RemoteDeviceFailures, NoServerIsAnErrorNamingIt) {
+  auto server = start_server();
+  const std::string where = endpoint(*server);
+  server.reset();
+  try {
+    connect({where});
+    FAIL() << "connected to nothing";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+  }
+}
+
+TEST(RemoteDeviceFailures, AWrongTokenIsRefused) {
+  auto server = start_server("right");
+  for (const char* token : {"wrong", "", "righ", "right "}) {
+    try {
+      connect({endpoint(*server)}, token);
+      FAIL() << "token '" << token << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(connect({endpoint(*server)}, "right")->devices().size(), 1u);
+}
+
+TEST(RemoteDeviceFailures, BindingBeyondLoopbackNeedsAToken) {
+  rpc::ServerOptions o;
+  o.host = "0.0.0.0";
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  EXPECT_THROW(rpc::Server{o}, Error);
+  EXPECT_TRUE(rpc::is_loopback("127.0.0.1"));
+  EXPECT_FALSE(rpc::is_loopback("10.0.0.1"));
+}
+
+TEST(RemoteDeviceFailures, EndpointListsAreChecked) {
+  EXPECT_EQ(rpc::parse_endpoints("a:1,b:2").size(), 2u);
+  EXPECT_THROW(rpc::parse_endpoints("a"), Error);
+  EXPECT_THROW(rpc::parse_endpoints("a:99999"), Error);
+  EXPECT_THROW(rpc::parse_endpoints(","), Error);
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,56 @@
+#include "rpc_args.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "loom/error.h"
+#include "loom/registry.h"
+#if LOOM_HAVE_RPC
+#include "rpc_client.h"
+#endif
+
+namespace loom::cli {
+
+std::vector<OptionSpec> rpc_option_specs() {
+  return {
+      {{"--rpc"}, "HOST:PORT,..", "use the devices of these loom rpc-servers (env LOOM_RPC)"},
+      {{"--rpc-token"}, "SECRET", "token the rpc-servers require (env LOOM_RPC_TOKEN)"},
+  };
+}
+
+std::vector<OptionSpec> with_rpc_options(std::vector<OptionSpec> specs) {
+  for (OptionSpec& s : rpc_option_specs()) specs.push_back(std::move(s));
+  return specs;
+}
+
+void connect_rpc(const Args& args) {
+  auto env = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v && *v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  const std::optional<std::string> list = args.has("--rpc") ? args.get("--rpc") : env("LOOM_RPC");
+  if (!list) return;
+#if LOOM_HAVE_RPC
+  rpc::ClientOptions o;
+  o.endpoints = rpc::parse_endpoints(*list);
+  o.token = args.get("--rpc-token").value_or(env("LOOM_RPC_TOKEN").value_or(""));
+  if (auto t = env("LOOM_RPC_TIMEOUT")) {
+    char* end = nullptr;
+    const double s = std::strtod(t->c_str(), &end);
+    if (*end != '\0' || !(s > 0 && s < 1e6)) fail("LOOM_RPC_TIMEOUT: '{}' is not a number of seconds", *t);
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  }
+  Registry::get().add_family(rpc::connect(o), "rpc " + *list);
+  // What went over the wire, once the command is done.
+  std::atexit([] {
+    const rpc::TransferStats s = rpc::transfer_stats();
+    if (s.bytes_sent + s.bytes_saved == 0) return;
+    std::fprintf(stderr, "rpc: %.1f MiB of tensor bytes sent, %.1f MiB of weights taken from the servers' caches\n",
+                 s.bytes_sent / 1048576.0, s.bytes_saved / 1048576.0);
+  });
+#else
+  fail("--rpc: this loom was built without gRPC (LOOM_RPC=OFF or gRPC not found)");
+#endif
+}
+
+}  // namespace loom::cli
