@@ -9,11 +9,10 @@
 // Adding a family: a file here with a class deriving from Arch, and one line
 // in registry.cpp. Where the next ones plug in: a sliding-window family
 // (gemma2/3) gets a second mask beside LayerGraph::mask, filled by the
-// Session from its window, and picks one per layer; a MoE family (qwen3moe,
-// mixtral) adds an ffn block beside ffn_silu_gated (router, top-k, 3-D
-// expert weights through mul_mat_id) and its Layer slots; final or attention
+// Session from its window, and picks one per layer; final or attention
 // soft-capping and an embedding scale are blocks too. Until then their keys
-// and tensors are refused by the loader.
+// and tensors are refused by the loader. MoE families (qwen3moe; mixtral,
+// which is llama with experts) use ffn_moe beside ffn_silu_gated (blocks.h).
 #pragma once
 
 #include <optional>
@@ -64,6 +63,9 @@ class ModelWeights {
   Tensor* optional(const std::string& name, std::vector<int64_t> ne, int64_t layer, Op use) {
     return model_.weight(name, ne, layer, use, false);
   }
+  // Whether the file has a tensor of that name (declares nothing).
+  bool has(const std::string& name) const { return model_.file().find_tensor(name) != nullptr; }
+  const gguf::File& file() const { return model_.file(); }
 
  private:
   Model& model_;
@@ -90,6 +92,9 @@ class Arch {
   virtual RopeMode rope_mode() const = 0;
   // Reads the family's own keys into h (after the common ones).
   virtual void read_hparams(ArchKeys&, HParams&) const {}
+  // Whether the family has mixture-of-experts layers; a file with experts
+  // (expert_count > 0) of a family without them is refused.
+  virtual bool has_experts() const { return false; }
   // Declares layer il's weights into L.
   virtual void declare_layer(ModelWeights& w, const HParams& h, int64_t il, Layer& L) const = 0;
   // Layer il on x [n_embd, n]; returns the layer's output (the residual

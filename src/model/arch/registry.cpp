@@ -9,11 +9,13 @@ const Arch& llama_arch();
 const Arch& qwen2_arch();
 const Arch& qwen3_arch();
 const Arch& phi3_arch();
+const Arch& qwen3moe_arch();
 
 namespace {
 
 std::span<const Arch* const> families() {
-  static const Arch* const kFamilies[] = {&llama_arch(), &qwen2_arch(), &qwen3_arch(), &phi3_arch()};
+  static const Arch* const kFamilies[] = {&llama_arch(), &qwen2_arch(), &qwen3_arch(), &phi3_arch(),
+                                          &qwen3moe_arch()};
   return kFamilies;
 }
 
