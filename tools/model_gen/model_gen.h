@@ -1,5 +1,5 @@
-// Generates GGUF files of the supported families (llama, qwen2, qwen3, phi3)
-// with reproducible random weights
+// Generates GGUF files of the supported families (llama with or without
+// experts, qwen2, qwen3, qwen3moe, phi3) with reproducible random weights
 // (`loom make-model`), for tests, benchmarks and the built-in default model.
 // The same spec, type and seed always give the same bytes. Test support,
 // not part of libloom: tools/loom and the tests link it as loom::model_gen.
@@ -16,7 +16,8 @@ namespace loom {
 
 struct ModelSpec {
   std::string name = "tiny";
-  std::string arch = "llama";  // general.architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), phi3 (fused)
+  std::string arch = "llama";  // general.architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), phi3 (fused),
+                               // qwen3moe (qwen3 with experts)
   int64_t n_vocab = 2048;
   int64_t n_ctx = 512;
   int64_t n_embd = 256;
@@ -30,6 +31,11 @@ struct ModelSpec {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: token_embd is used for logits
+  // Mixture of experts (llama: Mixtral-style, experts of n_ff; qwen3moe:
+  // experts of n_ff_exp, 0: n_ff): n_expert > 0 replaces every layer's FFN.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
   TokenizerStyle vocab = TokenizerStyle::Spm;
 };
 
@@ -38,7 +44,7 @@ int64_t head_size(const ModelSpec& spec);
 // "tiny" or "tinyllama-1.1b"; throws loom::Error listing the presets otherwise.
 ModelSpec model_preset(const std::string& name);
 // The families write_random_model knows.
-inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3"};
+inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3", "qwen3moe"};
 // Checks the dims fit together (heads divide n_embd, ...), naming the bad one.
 void validate_spec(const ModelSpec& spec);
 
