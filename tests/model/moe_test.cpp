@@ -52,13 +52,11 @@ ModelSpec moe_spec(const std::string& arch) {
   return s;
 }
 
-// Rewrites a file: keys set or replaced, tensors dropped or renamed, extra
-// f32 tensors, and tensors whose name matches `zeroed` (substring) zeroed.
+// Rewrites a file: keys set or replaced, tensors dropped, extra f32 tensors.
 struct Rewrite {
   std::vector<gguf::KeyValue> keys;
   std::vector<std::string> drop;
   std::vector<std::pair<std::string, std::vector<int64_t>>> extra;
-  std::string zeroed;
 };
 
 std::string rewrite(const std::string& src, const std::string& tag, const Rewrite& r) {
@@ -70,7 +68,6 @@ std::string rewrite(const std::string& src, const std::string& tag, const Rewrit
     if (std::find(r.drop.begin(), r.drop.end(), t.name) != r.drop.end()) continue;
     std::vector<uint8_t> bytes(t.size);
     f->read_tensor(t, bytes.data(), 0, t.size);
-    if (!r.zeroed.empty() && t.name.find(r.zeroed) != std::string::npos) std::fill(bytes.begin(), bytes.end(), 0);
     w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), bytes);
   }
   for (const auto& [name, ne] : r.extra) {
@@ -84,10 +81,10 @@ std::string rewrite(const std::string& src, const std::string& tag, const Rewrit
 
 // A MoE model of `arch` whose attention adds nothing (attn_output zeroed).
 std::string ffn_only_model(const std::string& arch, const std::string& tag) {
-  const std::string src = temp_model(tag + "_src");
-  write_random_model(moe_spec(arch), DType::F32, 7, src);
-  const std::string path = rewrite(src, tag, {.zeroed = "attn_output"});
-  std::filesystem::remove(src);
+  ModelSpec spec = moe_spec(arch);
+  spec.zero_attn_output = true;
+  const std::string path = temp_model(tag);
+  write_random_model(spec, DType::F32, 7, path);
   return path;
 }
 

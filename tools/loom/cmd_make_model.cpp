@@ -38,7 +38,9 @@ int cmd_make_model(int argc, char** argv) {
              {{"--n-expert"}, "N", "experts per layer (llama: a Mixtral-style model; default 0: dense)"},
              {{"--n-expert-used"}, "N", "experts each token uses (default 2 with experts)"},
              {{"--n-ff-exp"}, "N", "qwen3moe: feed-forward size of one expert (default --n-ff)"},
-             {{"--tied"}, "", "no output.weight: logits use token_embd"}});
+             {{"--tied"}, "", "no output.weight: logits use token_embd"},
+             {{"--zero-attn-output"}, "", "attn_output.weight all zeros: each token's logits come from its own FFNs "
+                                          "(tests of the FFN and expert routing alone)"}});
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
@@ -62,6 +64,7 @@ int cmd_make_model(int argc, char** argv) {
   spec.n_expert_used = args.get_int("--n-expert-used", spec.n_expert > 0 ? 2 : 0);
   spec.n_ff_exp = args.get_int("--n-ff-exp", 0);
   spec.tied_output = args.has("--tied");
+  spec.zero_attn_output = args.has("--zero-attn-output");
   spec.vocab = parse_tokenizer_style(args.get_or("--vocab", "spm"));
   const std::string type_str = args.get_or("--type", "f32");
   const auto type = type_from_name(type_str);

@@ -237,7 +237,7 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
       add(p + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
       add(p + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
     }
-    add(p + "attn_output.weight", {n_embd_q, s.n_embd}, type, 0.0f, scale_for(n_embd_q));
+    add(p + "attn_output.weight", {n_embd_q, s.n_embd}, type, 0.0f, s.zero_attn_output ? 0.0f : scale_for(n_embd_q));
     add(p + "ffn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
     if (s.n_expert) {
       // The router stays f32, as llama.cpp's quantizer leaves it; its wide

@@ -36,6 +36,9 @@ struct ModelSpec {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
+  // attn_output written as zeros: attention adds nothing, so each token's
+  // logits come from its own FFNs (tests of the FFN path, MoE routing included).
+  bool zero_attn_output = false;
   TokenizerStyle vocab = TokenizerStyle::Spm;
 };
 
