@@ -59,6 +59,11 @@ struct HParams {
   float attn_scale = 0.0f;     // attention logit scale; 0: 1 / sqrt(head_dim)
   float attn_softcap = 0.0f;   // attention logits become c * tanh(logits / c); 0: none
   float final_softcap = 0.0f;  // output logits likewise
+  // Mixture of experts (0 when the layers are dense): experts per layer,
+  // experts each token uses, and the feed-forward size of one expert.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
 
   int64_t head_dim() const { return n_embd_head; }
   int64_t n_embd_q() const { return head_dim() * n_head; }
@@ -97,6 +102,13 @@ struct Layer {
   Tensor* ffn_up = nullptr;  // [n_embd, 2 n_ff] gate and up fused when there is no ffn_gate (phi3)
   Tensor* ffn_down = nullptr;
   Tensor* ffn_post_norm = nullptr;  // RMS norm of the FFN output before the residual add (gemma2/3)
+  // Mixture of experts, in place of ffn_gate/up/down: the router
+  // [n_embd, n_expert] and every expert's matrices stacked along dim 2
+  // ([n_embd, n_ff_exp, n_expert]; down [n_ff_exp, n_embd, n_expert]).
+  Tensor* ffn_gate_inp = nullptr;
+  Tensor* ffn_gate_exps = nullptr;
+  Tensor* ffn_up_exps = nullptr;
+  Tensor* ffn_down_exps = nullptr;
 };
 
 struct LoadOptions {
@@ -152,7 +164,7 @@ class Model {
   Model() = default;
   friend class ModelWeights;
   // Declares a weight of `layer` (-1: input layer, n_layer: output layer)
-  // used by `use` (MulMat, Mul, Add, Rope or GetRows).
+  // used by `use` (MulMat, MulMatId, Mul, Add, Rope or GetRows).
   Tensor* weight(const std::string& name, std::span<const int64_t> ne, int64_t layer, Op use, bool required = true);
   // Fails naming the file and tensors when the file has tensors no weight() asked for.
   void refuse_unused_tensors();

@@ -53,6 +53,35 @@ void require_absent_or(ArchKeys& k, std::string_view suffix, uint64_t allowed, s
     fail("{}: {} = {}: {} is not supported", k.file().path(), k.key(suffix), *v, what);
 }
 
+// expert_count and expert_used_count, which every family may have (0 or
+// absent: dense layers). The families with experts route by softmax over
+// the experts' logits, as llama.cpp runs them; a file asking for another
+// gating function is refused.
+void read_experts(ArchKeys& k, const Arch& arch, HParams& h) {
+  const std::string& path = k.file().path();
+  h.n_expert = static_cast<int64_t>(k.get_uint_or("expert_count").value_or(0));
+  h.n_expert_used = static_cast<int64_t>(k.get_uint_or("expert_used_count").value_or(0));
+  if (h.n_expert == 0) {
+    if (h.n_expert_used != 0)
+      fail("{}: {} = {} but {} is {}: a model without experts uses none", path, k.key("expert_used_count"),
+           h.n_expert_used, k.key("expert_count"), k.file().find(k.key("expert_count")) ? "0" : "missing");
+    return;
+  }
+  if (!arch.has_experts())
+    fail("{}: {} = {}: a mixture of experts is not supported by Loom's '{}' family", path, k.key("expert_count"),
+         h.n_expert, h.arch);
+  if (h.n_expert_used == 0)
+    fail("{}: {} = {} but {} is {}: a mixture of experts needs the number of experts each token uses", path,
+         k.key("expert_count"), h.n_expert, k.key("expert_used_count"),
+         k.file().find(k.key("expert_used_count")) ? "0" : "missing");
+  if (h.n_expert_used > h.n_expert)
+    fail("{}: {} = {} is more than {} = {}: a token cannot use more experts than a layer has", path,
+         k.key("expert_used_count"), h.n_expert_used, k.key("expert_count"), h.n_expert);
+  if (auto gating = k.get_uint_or("expert_gating_func"); gating && *gating != 1)
+    fail("{}: {} = {}: only softmax gating (1) is supported for '{}'", path, k.key("expert_gating_func"), *gating,
+         h.arch);
+}
+
 }  // namespace
 
 HParams HParams::from_gguf(const gguf::File& f) {
@@ -89,8 +118,7 @@ HParams HParams::from_gguf(const gguf::File& f) {
   k.ignore("rope.scaling.original_context_length");
   k.ignore("rope.scaling.finetuned");
   k.ignore("vocab_size");  // the vocabulary is token_embd.weight's rows, checked against the tokenizer
-  require_absent_or(k, "expert_count", 0, "a mixture of experts");
-  require_absent_or(k, "expert_used_count", 0, "a mixture of experts");
+  read_experts(k, *arch, h);
   require_absent_or(k, "attention.causal", 1, "non-causal attention");
   if (h.n_head <= 0) fail("{}: {} = {} must be positive", f.path(), k.key("attention.head_count"), h.n_head);
   const auto key_length = k.get_uint_or("attention.key_length");

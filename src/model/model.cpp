@@ -116,11 +116,12 @@ void Model::refuse_unused_tensors() {
 
 namespace {
 
-// How the graph uses weight `w`: src0 of mul_mat or get_rows, operand b of
-// mul or add, the freq factors of rope, with `batch` rows of F32 activations
-// (I32 indices for get_rows, I32 positions for rope). The device questions
-// read only op, types and shapes, never memory, so the node is plain Tensor
-// values here: no Context, no graph, nothing allocated. (Building it with
+// How the graph uses weight `w`: src0 of mul_mat, mul_mat_id or get_rows,
+// operand b of mul or add, the freq factors of rope, with `batch` rows of F32
+// activations (I32 indices for get_rows, I32 positions for rope, I32 expert
+// ids [1, batch] for mul_mat_id). The device questions read only op, types
+// and shapes, never memory, so the node is plain Tensor values here: no
+// Context, no graph, nothing allocated. (Building it with
 // the ops.h builders would need a Context; the result shapes below are the
 // builders' for these uses.)
 struct WeightUse {
@@ -144,6 +145,15 @@ struct WeightUse {
       slot = 2;
       node.src[0] = &other;
       node.src[1] = &positions;
+    } else if (use == Op::MulMatId) {  // w [K, M, n_expert]
+      other.type = DType::F32;
+      other.ne = {w.ne[0], 1, batch, 1};
+      positions.type = DType::I32;  // the expert ids
+      positions.ne = {1, batch, 1, 1};
+      set_contiguous_strides(positions);
+      node.ne = {w.ne[1], 1, batch, 1};
+      node.src[1] = &other;
+      node.src[2] = &positions;
     } else {
       other.type = use == Op::GetRows ? DType::I32 : DType::F32;
       other.ne = {use == Op::GetRows ? batch : w.ne[0], use == Op::GetRows ? 1 : batch, 1, 1};

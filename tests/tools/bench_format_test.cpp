@@ -163,6 +163,21 @@ TEST(BenchParams, CartesianProductKeepsEachModelTogether) {
   EXPECT_EQ(runs[4].n_depth, 64);
 }
 
+TEST(BenchParams, NCpuMoeIsPartOfTheLoad) {
+  BenchParams p;
+  p.models = {"m.gguf"};
+  p.n_prompt = {8};
+  p.n_gen = {0};
+  p.n_cpu_moe = {0, 3};
+  p.cpu_moe = true;
+  const auto runs = p.instances(1);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].load.n_cpu_moe, 0);
+  EXPECT_EQ(runs[1].load.n_cpu_moe, 3);
+  EXPECT_TRUE(runs[0].load.cpu_moe && runs[1].load.cpu_moe);
+  EXPECT_FALSE(runs[0].load == runs[1].load);  // two loads
+}
+
 TEST(BenchParams, PlacementValuesAreCheckedBeforeAnyRun) {
   BenchParams p;
   p.models = {"m.gguf"};
@@ -193,6 +208,13 @@ TEST(BenchParams, PlacementValuesAreCheckedBeforeAnyRun) {
   p.override_tensors = {"no-equals-sign"};
   EXPECT_THROW(p.validate(), Error);
   p.override_tensors = {""};
+  // -ncmoe and --cpu-moe add llama.cpp's expert overrides after -ot's.
+  const PlacementOptions moe = placement_options({"m.gguf", true, 99, "layer", 0, "", "attn=CPU", 2, true});
+  ASSERT_EQ(moe.overrides.size(), 4u);
+  EXPECT_EQ(moe.overrides[0].pattern, "attn");
+  EXPECT_EQ(moe.overrides[1].pattern, "\\.ffn_(up|down|gate|gate_up)_(ch|)exps");
+  EXPECT_EQ(moe.overrides[3].pattern, "blk\\.1\\.ffn_(up|down|gate|gate_up)_(ch|)exps");
+  EXPECT_EQ(moe.overrides[3].buffer_type, "CPU");
   p.n_prompt = {0};
   p.n_gen = {0};
   EXPECT_THROW(p.validate(), Error);  // nothing to run

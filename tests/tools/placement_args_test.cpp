@@ -54,6 +54,23 @@ TEST(PlacementFlags, ParseErrorsNameTheFlag) {
   expect_error_starting([] { parse_override("noequals"); }, "-ot: 'noequals' is not PATTERN=BUFFER_TYPE");
 }
 
+// --cpu-moe and --n-cpu-moe N are llama.cpp's -ot shorthands: its expert
+// pattern (common.h LLM_FFN_EXPS_REGEX) with the CPU buffer type, for every
+// layer or per layer blk.0 .. blk.N-1.
+TEST(PlacementFlags, CpuMoeShorthandsAreLlamaCppsOverrides) {
+  const std::vector<TensorOverride> all = cpu_moe_overrides();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].pattern, "\\.ffn_(up|down|gate|gate_up)_(ch|)exps");
+  EXPECT_EQ(all[0].buffer_type, "CPU");
+  const std::vector<TensorOverride> first = n_cpu_moe_overrides(3);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].pattern, "blk\\.0\\.ffn_(up|down|gate|gate_up)_(ch|)exps");
+  EXPECT_EQ(first[2].pattern, "blk\\.2\\.ffn_(up|down|gate|gate_up)_(ch|)exps");
+  for (const auto& o : first) EXPECT_EQ(o.buffer_type, "CPU");
+  EXPECT_TRUE(n_cpu_moe_overrides(0).empty());
+  expect_error_starting([] { n_cpu_moe_overrides(-1); }, "--n-cpu-moe: -1 layers: the count must not be negative");
+}
+
 TEST(PlacementFlags, LoaderErrorsAreToldAsTheirFlag) {
   EXPECT_EQ(placement_flag(PlacementField::NGpuLayers), "-ngl");
   EXPECT_EQ(placement_flag(PlacementField::TensorSplit), "-ts");

@@ -190,7 +190,8 @@ class MarkdownPrinter : public BenchPrinter {
   static std::string label(const std::string& field) {
     static const std::map<std::string, std::string> labels = {
         {"model_type", "model"}, {"model_size", "size"}, {"model_n_params", "params"},
-        {"n_threads", "threads"}, {"use_mmap", "mmap"}, {"n_gpu_layers", "ngl"},
+        {"n_threads", "threads"}, {"use_mmap", "mmap"}, {"n_gpu_layers", "ngl"}, {"n_cpu_moe", "ncmoe"},
+        {"cpu_moe", "cmoe"},
         {"split_mode", "sm"}, {"tensor_split", "ts"}, {"override_tensors", "ot"}};
     auto it = labels.find(field);
     return it == labels.end() ? field : it->second;

@@ -88,6 +88,8 @@ PlacementOptions placement_options(const BenchLoadKey& key) {
     p.tensor_split = parse_tensor_split(commas);
   }
   for (const auto& one : split_list(key.override_tensors, ',')) p.overrides.push_back(parse_override(one));
+  if (key.cpu_moe) for (auto& ov : cpu_moe_overrides()) p.overrides.push_back(std::move(ov));
+  for (auto& ov : n_cpu_moe_overrides(key.n_cpu_moe)) p.overrides.push_back(std::move(ov));
   return p;
 }
 
@@ -111,24 +113,25 @@ std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
           for (int mg : main_gpu)
             for (const auto& ts : tensor_split)
               for (const auto& ot : override_tensors)
-                for (int b : n_batch)
-                  for (int ub : n_ubatch)
-                    for (DType tk : type_k)
-                      for (DType tv : type_v)
-                        for (int t : threads)
-                          for (auto [p, n, d] : tests) {
-                            BenchInstance inst;
-                            inst.load = {m, mmap, ngl, sm, mg, ts, ot};
-                            inst.n_batch = b;
-                            inst.n_ubatch = ub;
-                            inst.type_k = tk;
-                            inst.type_v = tv;
-                            inst.n_threads = t;
-                            inst.n_prompt = p;
-                            inst.n_gen = n;
-                            inst.n_depth = d;
-                            out.push_back(inst);
-                          }
+                for (int ncmoe : n_cpu_moe)
+                  for (int b : n_batch)
+                    for (int ub : n_ubatch)
+                      for (DType tk : type_k)
+                        for (DType tv : type_v)
+                          for (int t : threads)
+                            for (auto [p, n, d] : tests) {
+                              BenchInstance inst;
+                              inst.load = {m, mmap, ngl, sm, mg, ts, ot, ncmoe, cpu_moe};
+                              inst.n_batch = b;
+                              inst.n_ubatch = ub;
+                              inst.type_k = tk;
+                              inst.type_v = tv;
+                              inst.n_threads = t;
+                              inst.n_prompt = p;
+                              inst.n_gen = n;
+                              inst.n_depth = d;
+                              out.push_back(inst);
+                            }
   return out;
 }
 

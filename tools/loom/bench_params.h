@@ -1,8 +1,8 @@
 // loom bench parameters: every option takes a comma list (and numbers take
 // ranges: 1-8, 1-8+2, 1-64*2), flags may repeat, and the runs are the
 // cartesian product, ordered so that each model is loaded as rarely as
-// possible. The placement options (-ngl, -sm, -mg, -ts, -ot) are part of the
-// load: each distinct combination loads the model once.
+// possible. The placement options (-ngl, -sm, -mg, -ts, -ot, -ncmoe,
+// --cpu-moe) are part of the load: each distinct combination loads the model once.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,8 @@ struct BenchLoadKey {
   int main_gpu = 0;
   std::string tensor_split;      // "" (by free memory) or "3/1"
   std::string override_tensors;  // "" or "pattern=buffer-type,..."
+  int n_cpu_moe = 0;             // experts of the first N layers in CPU memory (after the -ot overrides)
+  bool cpu_moe = false;          // experts of every layer in CPU memory
   bool operator==(const BenchLoadKey&) const = default;
 };
 
@@ -55,6 +57,8 @@ struct BenchParams {
   std::vector<int> main_gpu{0};
   std::vector<std::string> tensor_split{""};
   std::vector<std::string> override_tensors{""};
+  std::vector<int> n_cpu_moe{0};
+  bool cpu_moe = false;
   std::vector<bool> use_mmap{true};
   int repetitions = 5;
   bool warmup = true;
@@ -72,7 +76,8 @@ struct BenchParams {
 // "-p 0-1000000000" fails at once instead of filling memory.
 inline constexpr size_t kMaxListValues = 1024;
 std::vector<int> parse_int_list(const std::string& flag, const std::string& text);
-// The loader's placement options for a load key (-ts "3/1", -ot "a=CPU,b=OpenCL0").
+// The loader's placement options for a load key (-ts "3/1", -ot "a=CPU,b=OpenCL0",
+// then the --cpu-moe and -ncmoe overrides).
 PlacementOptions placement_options(const BenchLoadKey& key);
 
 }  // namespace loom::cli

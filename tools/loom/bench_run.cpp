@@ -136,6 +136,8 @@ BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& m
       {"type_k", std::string(type_name(inst.type_k))},
       {"type_v", std::string(type_name(inst.type_v))},
       {"n_gpu_layers", i64(inst.load.n_gpu_layers)},
+      {"n_cpu_moe", i64(inst.load.n_cpu_moe)},
+      {"cpu_moe", i64(inst.load.cpu_moe ? 1 : 0)},
       {"split_mode", inst.load.split_mode},
       {"main_gpu", i64(inst.load.main_gpu)},
       {"tensor_split", inst.load.tensor_split},

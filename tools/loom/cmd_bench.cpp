@@ -47,6 +47,8 @@ std::vector<OptionSpec> bench_option_specs() {
       {{"-mg", "--main-gpu"}, "I", "main offload device index for -sm none and row (default 0)"},
       {{"-ts", "--tensor-split"}, "A/B/..", "proportions per offload device, '/' between devices (default: free memory)"},
       {{"-ot", "--override-tensor"}, "RE=BUFT", "weights matching RE go to buffer type BUFT (',' within a set, ';' between sets)"},
+      {{"-ncmoe", "--n-cpu-moe"}, "N", "expert weights of the first N layers in CPU memory, after -ot (default 0)"},
+      {{"-cmoe", "--cpu-moe"}, "", "expert weights of every layer in CPU memory, after -ot"},
       {{"-mmp", "--mmap"}, "0|1", "map the model file (default 1)"},
       {{"--no-mmap"}, "", "read weights into memory (same as -mmp 0)"},
       {{"-r", "--repetitions"}, "N", "timed runs per test (default 5)"},
@@ -103,6 +105,8 @@ BenchParams parse_params(const Args& args) {
   p.main_gpu = all_ints(args, "--main-gpu", "-mg", {0});
   if (auto ts = all_items(args, "--tensor-split"); !ts.empty()) p.tensor_split = ts;
   if (auto ot = all_items(args, "--override-tensor", ';'); !ot.empty()) p.override_tensors = ot;
+  p.n_cpu_moe = all_ints(args, "--n-cpu-moe", "-ncmoe", {0});
+  p.cpu_moe = args.has("--cpu-moe");
   if (args.has("--no-mmap")) {
     p.use_mmap = {false};
   } else if (args.has("--mmap")) {
@@ -138,6 +142,8 @@ std::vector<std::string> markdown_columns(const std::vector<BenchInstance>& runs
   if (shown([](const BenchInstance& r) { return std::string(type_name(r.type_v)); })) cols.push_back("type_v");
   if (shown([](const BenchInstance& r) { return r.load.use_mmap ? 1 : 0; })) cols.push_back("use_mmap");
   if (shown([](const BenchInstance& r) { return r.load.n_gpu_layers; })) cols.push_back("n_gpu_layers");
+  if (shown([](const BenchInstance& r) { return r.load.n_cpu_moe; })) cols.push_back("n_cpu_moe");
+  if (shown([](const BenchInstance& r) { return r.load.cpu_moe ? 1 : 0; })) cols.push_back("cpu_moe");
   if (shown([](const BenchInstance& r) { return r.load.split_mode; })) cols.push_back("split_mode");
   if (shown([](const BenchInstance& r) { return r.load.main_gpu; })) cols.push_back("main_gpu");
   if (shown([](const BenchInstance& r) { return r.load.tensor_split; })) cols.push_back("tensor_split");

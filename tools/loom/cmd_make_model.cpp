@@ -12,12 +12,13 @@ namespace loom::cli {
 int cmd_make_model(int argc, char** argv) {
   Args args("make-model",
             "Write a GGUF file of a supported family with reproducible random weights and a tokenizer.\n"
-            "usage: loom make-model -o FILE [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3] [--preset tiny|tinyllama-1.1b] "
+            "usage: loom make-model -o FILE [--arch llama|qwen2|qwen3|qwen3moe|phi3|gemma2|gemma3] [--preset tiny|tinyllama-1.1b] "
             "[--type q4_0] [dims...]",
             {{{"-o", "--output"}, "FILE", "output path (required)"},
              {{"--arch"}, "NAME", "llama (default), qwen2 (q/k/v biases), qwen3 (per-head q/k norms), "
                                   "phi3 (fused qkv and gate-up), gemma2 (post-norms, GeGLU, soft-capping, "
-                                  "sliding window; tied output), gemma3 (gemma2's layer with q/k norms)"},
+                                  "sliding window; tied output), gemma3 (gemma2's layer with q/k norms), "
+                                  "qwen3moe (qwen3 with experts; 8 experts, 2 used unless --n-expert says otherwise)"},
              {{"--preset"}, "NAME", "tiny (default) or tinyllama-1.1b"},
              {{"--type"},
               "TYPE",
@@ -36,12 +37,18 @@ int cmd_make_model(int argc, char** argv) {
              {{"--n-embd-head"}, "N", "head size (written as attention.key_length; default n-embd / n-head)"},
              {{"--n-rot"}, "N", "rotated dims per head (partial rotary; default the head size)"},
              {{"--rope-freqs"}, "", "llama: Llama 3 rope scaling, as a rope_freqs.weight tensor"},
+             {{"--n-expert"}, "N", "experts per layer (llama: a Mixtral-style model; default 0: dense)"},
+             {{"--n-expert-used"}, "N", "experts each token uses (default 2 with experts)"},
+             {{"--n-ff-exp"}, "N", "qwen3moe: feed-forward size of one expert (default --n-ff)"},
              {{"--tied"}, "", "no output.weight: logits use token_embd"},
              {{"--rope-base"}, "F", "rope.freq_base (default 10000)"},
              {{"--rope-scale"}, "F", "linear rope scaling by this factor (rope.scaling.type/factor)"},
+             {{"--zero-attn-output"}, "", "attn_output.weight all zeros: each token's logits come from its own FFNs "
+                                          "(tests of the FFN and expert routing alone)"},
              {{"--sliding-window"}, "N", "gemma2/gemma3: attention.sliding_window (gemma2 default 4096, gemma3 none)"},
              {{"--attn-softcap"}, "F", "gemma2: attn_logit_softcapping (default 50)"},
              {{"--final-softcap"}, "F", "gemma2/gemma3: final_logit_softcapping (gemma2 default 30, gemma3 none)"}});
+
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
@@ -61,6 +68,9 @@ int cmd_make_model(int argc, char** argv) {
   spec.n_rot = args.get_int("--n-rot", 0);
   spec.rope_freqs = args.has("--rope-freqs");
   spec.arch = args.get_or("--arch", "llama");
+  spec.n_expert = args.get_int("--n-expert", spec.arch == "qwen3moe" ? 8 : 0);
+  spec.n_expert_used = args.get_int("--n-expert-used", spec.n_expert > 0 ? 2 : 0);
+  spec.n_ff_exp = args.get_int("--n-ff-exp", 0);
   spec.tied_output = args.has("--tied");
   constexpr double kInf = std::numeric_limits<double>::infinity();
   spec.rope_freq_base = static_cast<float>(args.get_number("--rope-base", spec.rope_freq_base, 1.0, kInf));
@@ -68,6 +78,7 @@ int cmd_make_model(int argc, char** argv) {
   spec.n_swa = args.get_int("--sliding-window", 0, 1, 1 << 30);
   spec.attn_softcap = static_cast<float>(args.get_number("--attn-softcap", 0.0, 1e-3, kInf));
   spec.final_softcap = static_cast<float>(args.get_number("--final-softcap", 0.0, 1e-3, kInf));
+  spec.zero_attn_output = args.has("--zero-attn-output");
   spec.vocab = parse_tokenizer_style(args.get_or("--vocab", "spm"));
   const std::string type_str = args.get_or("--type", "f32");
   const auto type = type_from_name(type_str);
@@ -79,10 +90,14 @@ int cmd_make_model(int argc, char** argv) {
     std::fprintf(stderr, "\rwriting tensors: %zu/%zu", done, total);
     if (done == total) std::fprintf(stderr, "\n");
   });
-  std::printf("wrote %s: %s %s, %lld layers, embd %lld, heads %lld/%lld, ff %lld, vocab %lld, %s weights, seed %llu\n",
+  const std::string experts =
+      spec.n_expert ? fmt::format(", {} of {} experts of ff {}", spec.n_expert_used, spec.n_expert,
+                                  spec.arch == "llama" || !spec.n_ff_exp ? spec.n_ff : spec.n_ff_exp)
+                    : "";
+  std::printf("wrote %s: %s %s, %lld layers, embd %lld, heads %lld/%lld, ff %lld%s, vocab %lld, %s weights, seed %llu\n",
               out->c_str(), spec.arch.c_str(), spec.name.c_str(), static_cast<long long>(spec.n_layer),
               static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
-              static_cast<long long>(spec.n_head_kv), static_cast<long long>(spec.n_ff),
+              static_cast<long long>(spec.n_head_kv), static_cast<long long>(spec.n_ff), experts.c_str(),
               static_cast<long long>(spec.n_vocab), std::string(type_name(*type)).c_str(),
               static_cast<unsigned long long>(seed));
   return 0;

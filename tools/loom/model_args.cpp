@@ -42,6 +42,8 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-ts", "--tensor-split"}, "P,..", "proportions per offload device, e.g. 3,1 (default: free memory)"},
       {{"-mg", "--main-gpu"}, "I", "main offload device (index) for -sm none and row (default 0)"},
       {{"-ot", "--override-tensor"}, "RE=TYPE", "put weights matching RE in buffer type TYPE (repeatable)"},
+      {{"-cmoe", "--cpu-moe"}, "", "keep the expert weights of every layer in CPU memory (after -ot)"},
+      {{"-ncmoe", "--n-cpu-moe"}, "N", "keep the expert weights of the first N layers in CPU memory (after -ot)"},
   };
 }
 
@@ -79,6 +81,9 @@ LoadOptions load_options(const Args& args) {
   // "a=CPU,b=OpenCL0": two overrides, as llama.cpp accepts.
   for (const auto& ot : args.get_all("--override-tensor"))
     for (const auto& one : split_list(ot)) p.overrides.push_back(parse_override(one));
+  // After -ot, as llama-bench orders them: the first matching pattern wins.
+  if (args.has("--cpu-moe")) for (auto& ov : cpu_moe_overrides()) p.overrides.push_back(std::move(ov));
+  for (auto& ov : n_cpu_moe_overrides(args.get_int("--n-cpu-moe", 0))) p.overrides.push_back(std::move(ov));
   return o;
 }
 

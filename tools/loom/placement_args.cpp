@@ -41,6 +41,15 @@ TensorOverride parse_override(const std::string& s) {
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+std::vector<TensorOverride> cpu_moe_overrides() { return {{kExpertTensorsPattern, "CPU"}}; }
+
+std::vector<TensorOverride> n_cpu_moe_overrides(int n_first_layers) {
+  if (n_first_layers < 0) fail("--n-cpu-moe: {} layers: the count must not be negative", n_first_layers);
+  std::vector<TensorOverride> out;
+  for (int i = 0; i < n_first_layers; ++i) out.push_back({fmt::format("blk\\.{}{}", i, kExpertTensorsPattern), "CPU"});
+  return out;
+}
+
 std::string_view placement_flag(PlacementField field) {
   switch (field) {
     case PlacementField::NGpuLayers: return "-ngl";

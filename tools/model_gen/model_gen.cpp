@@ -52,7 +52,7 @@ ModelSpec model_preset(const std::string& name) {
 
 void validate_spec(const ModelSpec& s) {
   if (std::find(std::begin(kModelGenArchs), std::end(kModelGenArchs), s.arch) == std::end(kModelGenArchs))
-    fail("model spec: unknown architecture '{}' (llama, qwen2, qwen3, phi3, gemma2, gemma3)", s.arch);
+    fail("model spec: unknown architecture '{}' (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe)", s.arch);
   if (s.rope_freqs && s.arch != "llama") fail("model spec: rope_freqs (Llama 3 rope scaling) is for llama only");
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
   if ((s.n_swa || s.final_softcap) && !gemma)
@@ -70,6 +70,15 @@ void validate_spec(const ModelSpec& s) {
   positive(s.n_head, "head count");
   positive(s.n_head_kv, "kv head count");
   positive(s.n_ff, "feed-forward size");
+  if (s.arch == "qwen3moe" && s.n_expert == 0) fail("model spec: qwen3moe needs experts (n_expert > 0)");
+  if (s.n_expert > 0 && s.arch != "llama" && s.arch != "qwen3moe")
+    fail("model spec: experts are for llama and qwen3moe, not {}", s.arch);
+  if (s.n_expert < 0 || s.n_expert_used < 0 || s.n_expert_used > s.n_expert || (s.n_expert > 0) != (s.n_expert_used > 0))
+    fail("model spec: {} experts used of {}: need 1 <= used <= experts (or both 0)", s.n_expert_used, s.n_expert);
+  if (s.arch == "llama" && s.n_ff_exp && s.n_ff_exp != s.n_ff)
+    fail("model spec: llama's experts are feed_forward_length ({}) wide; an expert size of {} is for qwen3moe", s.n_ff,
+         s.n_ff_exp);
+  if (s.n_ff_exp < 0 || s.n_ff_exp % 32) fail("model spec: expert feed-forward size {} must be a multiple of 32", s.n_ff_exp);
   if (s.n_embd_head == 0 && s.n_embd % s.n_head)
     fail("model spec: {} heads do not divide the embedding size {}", s.n_head, s.n_embd);
   if (s.n_head % s.n_head_kv)
@@ -189,6 +198,12 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
   if (s.attn_softcap > 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(s.attn_softcap));
   if (s.final_softcap > 0.0f) w.set(a + "final_logit_softcapping", Value::f32(s.final_softcap));
   w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
+  const int64_t n_ff_exp = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
+  if (s.n_expert) {
+    w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(s.n_expert)));
+    w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(s.n_expert_used)));
+    if (s.arch == "qwen3moe") w.set(a + "expert_feed_forward_length", Value::u32(static_cast<uint32_t>(n_ff_exp)));
+  }
   write_tokenizer_metadata(w, s.vocab, static_cast<int>(s.n_vocab));
 
   uint64_t index = 0;
@@ -232,20 +247,29 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
       add(p + "attn_k.bias", {n_embd_kv}, DType::F32, 0.0f, 0.5f);
       add(p + "attn_v.bias", {n_embd_kv}, DType::F32, 0.0f, 0.5f);
     }
-    if (s.arch == "qwen3" || s.arch == "gemma3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3") {
       add(p + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
       add(p + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, 0.1f);
     }
-    add(p + "attn_output.weight", {n_embd_q, s.n_embd}, type, 0.0f, scale_for(n_embd_q));
+    add(p + "attn_output.weight", {n_embd_q, s.n_embd}, type, 0.0f, s.zero_attn_output ? 0.0f : scale_for(n_embd_q));
     if (gemma) add(p + "post_attention_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
     add(p + "ffn_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
-    if (s.arch == "phi3") {
+    if (s.n_expert) {
+      // The router stays f32, as llama.cpp's quantizer leaves it; its wide
+      // range keeps the picked experts clear of ties.
+      const int64_t e = s.n_expert, ff = s.arch == "llama" ? s.n_ff : n_ff_exp;
+      add(p + "ffn_gate_inp.weight", {s.n_embd, e}, DType::F32, 0.0f, 4.0f * scale_for(s.n_embd));
+      add(p + "ffn_gate_exps.weight", {s.n_embd, ff, e}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "ffn_up_exps.weight", {s.n_embd, ff, e}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "ffn_down_exps.weight", {ff, s.n_embd, e}, type, 0.0f, scale_for(ff));
+    } else if (s.arch == "phi3") {
       add(p + "ffn_up.weight", {s.n_embd, 2 * s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, type, 0.0f, scale_for(s.n_ff));
     } else {
       add(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
       add(p + "ffn_up.weight", {s.n_embd, s.n_ff}, type, 0.0f, scale_for(s.n_embd));
+      add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, type, 0.0f, scale_for(s.n_ff));
     }
-    add(p + "ffn_down.weight", {s.n_ff, s.n_embd}, type, 0.0f, scale_for(s.n_ff));
     if (gemma) add(p + "post_ffw_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);
   }
   add("output_norm.weight", {s.n_embd}, DType::F32, 1.0f, 0.1f);

@@ -1,6 +1,5 @@
-// Generates GGUF files of the supported families (llama, qwen2, qwen3, phi3,
-// gemma2, gemma3)
-// with reproducible random weights
+// Generates GGUF files of the supported families (llama with or without
+// experts, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3) with reproducible random weights
 // (`loom make-model`), for tests, benchmarks and the built-in default model.
 // The same spec, type and seed always give the same bytes. Test support,
 // not part of libloom: tools/loom and the tests link it as loom::model_gen.
@@ -18,7 +17,8 @@ namespace loom {
 struct ModelSpec {
   std::string name = "tiny";
   // general.architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k head norms), phi3 (fused), gemma2 (post-norms,
-  // GeGLU, soft-capping, sliding window; always tied output), gemma3 (gemma2's layer with q/k head norms)
+  // GeGLU, soft-capping, sliding window; always tied output), gemma3 (gemma2's layer with q/k head norms),
+  // qwen3moe (qwen3 with experts)
   std::string arch = "llama";
   int64_t n_vocab = 2048;
   int64_t n_ctx = 512;
@@ -37,6 +37,14 @@ struct ModelSpec {
   float final_softcap = 0.0f;  // gemma2/3: final_logit_softcapping when > 0
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: token_embd is used for logits
+  // Mixture of experts (llama: Mixtral-style, experts of n_ff; qwen3moe:
+  // experts of n_ff_exp, 0: n_ff): n_expert > 0 replaces every layer's FFN.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  // attn_output written as zeros: attention adds nothing, so each token's
+  // logits come from its own FFNs (tests of the FFN path, MoE routing included).
+  bool zero_attn_output = false;
   TokenizerStyle vocab = TokenizerStyle::Spm;
 };
 
@@ -45,7 +53,7 @@ int64_t head_size(const ModelSpec& spec);
 // "tiny" or "tinyllama-1.1b"; throws loom::Error listing the presets otherwise.
 ModelSpec model_preset(const std::string& name);
 // The families write_random_model knows.
-inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+inline constexpr const char* kModelGenArchs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe"};
 // Checks the dims fit together (heads divide n_embd, ...), naming the bad one.
 void validate_spec(const ModelSpec& spec);
 

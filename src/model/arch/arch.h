@@ -11,10 +11,9 @@
 // and marks its window layers (Layer::swa): the Session then fills a second
 // mask, LayerGraph::mask_swa, and attention picks it for those layers. The
 // embedding scale and the soft-capping of attention and output logits are
-// HParams too. Where the next ones plug in: a MoE family (qwen3moe, mixtral)
-// adds an ffn block beside ffn_silu_gated (router, top-k, 3-D expert
-// weights through mul_mat_id) and its Layer slots. Until then their keys and
-// tensors are refused by the loader.
+// HParams too. MoE families (qwen3moe; mixtral, which is llama with experts)
+// use ffn_moe beside ffn_silu_gated (blocks.h): router, top-k, 3-D expert
+// weights through mul_mat_id.
 #pragma once
 
 #include <optional>
@@ -65,6 +64,9 @@ class ModelWeights {
   Tensor* optional(const std::string& name, std::vector<int64_t> ne, int64_t layer, Op use) {
     return model_.weight(name, ne, layer, use, false);
   }
+  // Whether the file has a tensor of that name (declares nothing).
+  bool has(const std::string& name) const { return model_.file().find_tensor(name) != nullptr; }
+  const gguf::File& file() const { return model_.file(); }
 
  private:
   Model& model_;
@@ -96,6 +98,9 @@ class Arch {
   virtual bool reads_output_weight() const { return true; }
   // Reads the family's own keys into h (after the common ones).
   virtual void read_hparams(ArchKeys&, HParams&) const {}
+  // Whether the family has mixture-of-experts layers; a file with experts
+  // (expert_count > 0) of a family without them is refused.
+  virtual bool has_experts() const { return false; }
   // Declares layer il's weights into L.
   virtual void declare_layer(ModelWeights& w, const HParams& h, int64_t il, Layer& L) const = 0;
   // Layer il on x [n_embd, n]; returns the layer's output (the residual

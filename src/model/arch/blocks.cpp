@@ -1,6 +1,7 @@
 #include "blocks.h"
 
 #include <cmath>
+#include <limits>
 
 #include "loom/error.h"
 #include "loom/ops.h"
@@ -24,6 +25,16 @@ void declare_gated_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L) 
   L.ffn_gate = w(p + "ffn_gate.weight", {h.n_embd, h.n_ff}, il, Op::MulMat);
   L.ffn_up = w(p + "ffn_up.weight", {h.n_embd, h.n_ff}, il, Op::MulMat);
   L.ffn_down = w(p + "ffn_down.weight", {h.n_ff, h.n_embd}, il, Op::MulMat);
+}
+
+void declare_moe_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L) {
+  const std::string p = layer_prefix(il);
+  const int64_t ne = h.n_expert, ff = h.n_ff_exp;
+  L.ffn_norm = w(p + "ffn_norm.weight", {h.n_embd}, il, Op::Mul);
+  L.ffn_gate_inp = w(p + "ffn_gate_inp.weight", {h.n_embd, ne}, il, Op::MulMat);
+  L.ffn_gate_exps = w(p + "ffn_gate_exps.weight", {h.n_embd, ff, ne}, il, Op::MulMatId);
+  L.ffn_up_exps = w(p + "ffn_up_exps.weight", {h.n_embd, ff, ne}, il, Op::MulMatId);
+  L.ffn_down_exps = w(p + "ffn_down_exps.weight", {ff, h.n_embd, ne}, il, Op::MulMatId);
 }
 
 Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w) { return mul(g.ctx, rms_norm(g.ctx, x, g.h.rms_eps), w); }
@@ -127,13 +138,37 @@ Tensor* ffn_gated(LayerGraph& g, const Layer& L, Tensor* x, Tensor* (*act)(Conte
 
 }  // namespace
 
+Tensor* ffn_moe(LayerGraph& g, const Layer& L, Tensor* x) {
+  Context& ctx = g.ctx;
+  const int64_t n = g.n, n_used = g.h.n_expert_used, n_embd = x->ne[0];
+  Tensor* probs = soft_max(ctx, linear(g, L.ffn_gate_inp, x));  // [n_expert, n]
+  Tensor* ids = top_k(ctx, probs, n_used);                       // [n_used, n]
+  Tensor* w = get_rows(ctx, reshape(ctx, probs, {1, g.h.n_expert, n, 1}), ids);  // [1, n_used, n]
+  // Normalised over the picked experts; the sum is kept above the smallest
+  // normal f16 (6.1e-5), as llama.cpp does.
+  w = reshape(ctx, w, {n_used, n, 1, 1});
+  w = div(ctx, w, clamp(ctx, sum_rows(ctx, w), 6.103515625e-5f, std::numeric_limits<float>::infinity()));
+  w = reshape(ctx, w, {1, n_used, n, 1});
+  Tensor* xe = reshape(ctx, x, {n_embd, 1, n, 1});
+  Tensor* gate = mul_mat_id(ctx, L.ffn_gate_exps, xe, ids);  // [n_ff_exp, n_used, n]
+  Tensor* up = mul_mat_id(ctx, L.ffn_up_exps, xe, ids);
+  Tensor* experts = mul_mat_id(ctx, L.ffn_down_exps, mul(ctx, silu(ctx, gate), up), ids);  // [n_embd, n_used, n]
+  experts = mul(ctx, experts, w);
+  // Sum over the picked experts: the [n_embd, n] slices s = 0 .. n_used-1.
+  auto slice = [&](int64_t s) { return view_2d(ctx, experts, n_embd, n, experts->nb[2], s * experts->nb[1]); };
+  Tensor* out = n_used == 1 ? cont(ctx, slice(0)) : slice(0);
+  for (int64_t s = 1; s < n_used; ++s) out = add(ctx, out, slice(s));
+  return out;
+}
+
 Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x) { return ffn_gated(g, L, x, silu); }
 
 Tensor* ffn_gelu_gated(LayerGraph& g, const Layer& L, Tensor* x) { return ffn_gated(g, L, x, gelu); }
 
 Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x) {
   x = add(g.ctx, x, self_attention(g, L, rms_norm_mul(g, x, L.attn_norm)));
-  return add(g.ctx, x, ffn_silu_gated(g, L, rms_norm_mul(g, x, L.ffn_norm)));
+  Tensor* h = rms_norm_mul(g, x, L.ffn_norm);
+  return add(g.ctx, x, L.ffn_gate_inp ? ffn_moe(g, L, h) : ffn_silu_gated(g, L, h));
 }
 
 float gemma_attn_scale(const HParams& h, int64_t n_layer_27b) {

@@ -13,6 +13,10 @@ void declare_attention(ModelWeights& w, const HParams& h, int64_t il, Layer& L);
 // Layer il's ffn_norm and separate ffn_gate, ffn_up and ffn_down.
 void declare_gated_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L);
 
+// Layer il's ffn_norm, router ffn_gate_inp and the experts' 3-D
+// ffn_gate_exps, ffn_up_exps and ffn_down_exps (h.n_expert of h.n_ff_exp).
+void declare_moe_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L);
+
 // rms_norm(x) * w (w broadcast over rows: [ne0] or matching heads).
 Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w);
 
@@ -58,8 +62,15 @@ Tensor* ffn_silu_gated(LayerGraph& g, const Layer& L, Tensor* x);
 // GeGLU FFN: down (gelu(gate x) * up x), gelu with the tanh approximation.
 Tensor* ffn_gelu_gated(LayerGraph& g, const Layer& L, Tensor* x);
 
+// Mixture of experts (qwen3moe, mixtral): per token, p = softmax(router x)
+// over the experts; the n_expert_used largest p pick the experts, whose
+// weights are those p divided by their sum; the result is the weighted sum
+// of the picked experts' gated FFNs, down_e (silu(gate_e x) * up_e x).
+Tensor* ffn_moe(LayerGraph& g, const Layer& L, Tensor* x);
+
 // The pre-norm layer of llama and its kin:
 //   x += attention(rms_norm(x) * attn_norm);  x += ffn(rms_norm(x) * ffn_norm)
+// with ffn_moe for a layer with experts (a router), else ffn_silu_gated.
 Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x);
 
 // The attention scale of Gemma 2 and 3: 1/sqrt(head_dim), but 1/sqrt(n_embd

@@ -11,12 +11,14 @@ const Arch& qwen3_arch();
 const Arch& phi3_arch();
 const Arch& gemma2_arch();
 const Arch& gemma3_arch();
+const Arch& qwen3moe_arch();
 
 namespace {
 
 std::span<const Arch* const> families() {
   static const Arch* const kFamilies[] = {&llama_arch(), &qwen2_arch(), &qwen3_arch(), &phi3_arch(),
-                                          &gemma2_arch(), &gemma3_arch()};
+                                          &gemma2_arch(), &gemma3_arch(),
+                                          &qwen3moe_arch()};
   return kFamilies;
 }
 
