@@ -25,6 +25,7 @@
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
+#include "mul_mat_bench.h"
 
 namespace loom {
 namespace {
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   loom::register_all();
+  loom::register_mul_mat_id_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
