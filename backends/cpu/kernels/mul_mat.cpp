@@ -130,11 +130,13 @@ bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
 
 // Fewest b columns for which the f32 gemm on dequantized rows beats the
 // integer dots (which load each weight block once per column, or once per 4
-// columns for Q4_K..Q6_K), measured with bench/mul_mat_bench on AVX2 (Zen 3):
-// from 16 columns for the 32-element types and IQ4_XS, whose to_float is
-// cheap; from 32 for Q2_K / Q3_K, whose to_float costs more per row. Q4_K,
-// Q5_K, Q6_K (4-column dots) and Q8_0 / Q4_0 (integer gemm) measure as fast
-// or faster on their integer paths at every N, so they never dequantize.
+// columns for Q4_K..Q6_K), measured with bench/mul_mat_bench on AVX2 (Zen 3,
+// 2048 x 2048 weights): from 16 columns for the 32-element types and IQ4_XS,
+// whose to_float is cheap (the dots were 2-4x slower at 512 columns); from
+// 32 for Q2_K / Q3_K, whose to_float costs more per row; from 64 for Q4_K
+// (dequant_row_fn; 10-25% faster at 64-512 columns, in noisy measurements).
+// Q5_K and Q6_K measured even at 64-512 columns (4-column dots), Q8_0 / Q4_0
+// have an integer gemm, 1.2x faster than dequantizing: they stay integer.
 int64_t dequant_min_columns(DType type) {
   constexpr int64_t kNever = INT64_MAX;
   switch (type) {
@@ -146,6 +148,7 @@ int64_t dequant_min_columns(DType type) {
     case DType::MXFP4: return 16;
     case DType::Q2_K:
     case DType::Q3_K: return 32;
+    case DType::Q4_K: return 64;
     default: return kNever;
   }
 }
@@ -219,7 +222,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   p.N = b.ne[1];
   p.n_mat = b.ne[2] * b.ne[3];
   p.repacked = is_repacked(a);
-  if (!p.repacked && mul_mat_dequantizes(kern.isa, a.type, p.N)) p.dequant = traits(a.type).to_float;
+  if (!p.repacked && mul_mat_dequantizes(kern.isa, a.type, p.N)) p.dequant = dequant_row_fn(a.type);
   p.kind = p.dequant ? WKind::F32 : kind_of(a.type);
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
