@@ -1,22 +1,31 @@
 // mul_mat on the CPU backend, 1 and 2 threads:
-//   mul_mat/<type>       every type but I32: 2048 x 2048 weights times b with 1 column (mat-vec)
-//                        or 512 columns (mat-mat, bound by arithmetic). The
-//                        weights (at most 16 MiB) stay in the 32 MiB L3.
+//   mul_mat/<type>       every type but I32: 2048 x 2048 weights times b with 1 column (mat-vec),
+//                        16 to 64 columns (where quantized types switch path) or 512
+//                        columns (mat-mat, bound by arithmetic). The weights (at
+//                        most 16 MiB) stay in the 32 MiB L3.
 //   mul_mat_dram/<type>  16384 x 4096 weights (38-268 MB) times 1 column:
 //                        mat-vec reading the weights from memory.
 // Counters: GFLOP/s (2*M*N*K per run) and GB/s (weight bytes read per run).
-// The time includes packing (and quantizing) b.
+// The time includes packing (and quantizing) b. The time and these counters
+// are for the path mul_mat picks (QuantPath::Auto). For quantized weights every
+// iteration also runs the two forced paths (vec.h), side by side:
+//   int_ms  b quantized, integer dots (or Q8_0/Q4_0's integer gemm)
+//   deq_ms  a rows dequantized to f32, f32 dot / gemm
+//   deq/int deq_ms / int_ms: above 1 the integer path is faster
 // LOOM_CPU_ISA=scalar|avx2|avx512 picks a lower kernel level for comparison.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include "cpu/kernels/vec.h"
+#include "loom/types.h"
 #include "loom/graph.h"
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
+#include "mul_mat_bench.h"
 
 namespace loom {
 namespace {
@@ -45,11 +54,29 @@ void bench_mul_mat(benchmark::State& state, DType type, int64_t rows, int64_t de
   tensor_from_floats(*b, bv);
   auto backend = Registry::get().cpu().create_backend({.n_threads = threads});
   Graph graph = Graph::build(out);
-  backend->compute(graph);  // warm up: scratch, caches
-
-  for (auto _ : state) {
+  const bool quantized = traits(type).is_quantized;
+  auto timed = [&](cpu::QuantPath path) {
+    cpu::set_mul_mat_quant_path(path);
+    const auto t0 = std::chrono::steady_clock::now();
     backend->compute(graph);
+    const auto t1 = std::chrono::steady_clock::now();
+    cpu::set_mul_mat_quant_path(cpu::QuantPath::Auto);
+    return std::chrono::duration<double>(t1 - t0).count();
+  };
+  backend->compute(graph);  // warm up: scratch, caches
+  if (quantized) timed(cpu::QuantPath::IntDot), timed(cpu::QuantPath::Dequant);
+
+  double int_s = 0.0, deq_s = 0.0;
+  for (auto _ : state) {
+    state.SetIterationTime(timed(cpu::QuantPath::Auto));
+    if (quantized) int_s += timed(cpu::QuantPath::IntDot), deq_s += timed(cpu::QuantPath::Dequant);
     benchmark::ClobberMemory();
+  }
+  if (quantized) {
+    const double iters = static_cast<double>(state.iterations());
+    state.counters["int_ms"] = int_s * 1e3 / iters;
+    state.counters["deq_ms"] = deq_s * 1e3 / iters;
+    state.counters["deq/int"] = deq_s / int_s;
   }
   const double flops = 2.0 * rows * depth * static_cast<double>(n);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -64,9 +91,9 @@ void register_all() {
     const std::string name = "mul_mat/" + std::string(type_name(type));
     benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat, type, 2048, 2048)
         ->ArgNames({"n", "threads"})
-        ->ArgsProduct({{1, 512}, {1, 2}})
+        ->ArgsProduct({{1, 16, 32, 64, 512}, {1, 2}})
         ->MinTime(0.3)
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
   for (DType type : kAllTypes) {
@@ -76,7 +103,7 @@ void register_all() {
         ->ArgNames({"n", "threads"})
         ->ArgsProduct({{1}, {1, 2}})
         ->MinTime(0.3)
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
 }
@@ -88,6 +115,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   loom::register_all();
+  loom::register_mul_mat_id_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -5,6 +5,7 @@
 // so a batch reads each used expert's weights once: per token, a batch of 64
 // should cost far less than one token alone.
 // Counters: tokens/s, and GB/s of the distinct experts' weight bytes a run reads.
+// Registered into loom-bench-mul-mat (mul_mat_bench.cpp has main).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
+#include "mul_mat_bench.h"
 
 namespace loom {
 namespace {
@@ -64,8 +66,10 @@ void bench_mul_mat_id(benchmark::State& state, DType type) {
   state.counters["experts"] = static_cast<double>(used.size());
 }
 
-void register_all() {
-  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+}  // namespace
+
+void register_mul_mat_id_benchmarks() {
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::MXFP4}) {
     const std::string name = "mul_mat_id/" + std::string(type_name(type));
     benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat_id, type)
         ->ArgNames({"tokens", "threads"})
@@ -76,14 +80,4 @@ void register_all() {
   }
 }
 
-}  // namespace
 }  // namespace loom
-
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  loom::register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

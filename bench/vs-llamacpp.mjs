@@ -107,6 +107,19 @@ async function waitQuiet() {
   busySeen.push(busy);
   return `waited ${((Date.now() - t0) / 1000).toFixed(0)} s, CPUs ${(busy * 100).toFixed(0)}% busy before`;
 }
+// Writes every sample so far to outPath (after each turn, so that an
+// interrupted run keeps what it measured).
+const mean = v => v.reduce((a, b) => a + b, 0) / v.length;
+const stddev = v => v.length < 2 ? 0 : Math.sqrt(v.reduce((a, x) => a + (x - mean(v)) ** 2, 0) / (v.length - 1));
+function writeResults() {
+  const lines = [];
+  for (const {record, samples} of results.values()) {
+    const ts = samples.map(ns => (record.n_prompt + record.n_gen) * 1e9 / ns);
+    lines.push(JSON.stringify({...record, repetitions: samples.length, avg_ns: mean(samples), stddev_ns: stddev(samples),
+                               avg_ts: mean(ts), stddev_ts: stddev(ts), samples_ns: samples, samples_ts: ts}));
+  }
+  fs.writeFileSync(outPath, lines.join("\n") + "\n");
+}
 console.error(`load average before: ${load()}`);
 for (let round = 0; round < rounds; ++round) {
   for (const path of models) {
@@ -134,21 +147,13 @@ for (let round = 0; round < rounds; ++round) {
       const used = 1 - (ended.idle - started.idle) / (ended.total - started.total);
       console.error(`round ${round + 1}/${rounds} ${engine} ${path}: ${quiet}, CPUs ${(used * 100).toFixed(0)}% busy`
                     + ` during (${threads} of ${os.cpus().length} cores are the engine's), load ${load()}`);
+      writeResults();
     }
   }
 }
 console.error(`load average after: ${load()}; CPUs busy before each turn: at most `
               + `${(Math.max(...busySeen) * 100).toFixed(0)}%`);
 
-const mean = v => v.reduce((a, b) => a + b, 0) / v.length;
-const stddev = v => v.length < 2 ? 0 : Math.sqrt(v.reduce((a, x) => a + (x - mean(v)) ** 2, 0) / (v.length - 1));
-const lines = [];
-for (const {record, samples} of results.values()) {
-  const ts = samples.map(ns => (record.n_prompt + record.n_gen) * 1e9 / ns);
-  lines.push(JSON.stringify({...record, repetitions: samples.length, avg_ns: mean(samples), stddev_ns: stddev(samples),
-                             avg_ts: mean(ts), stddev_ts: stddev(ts), samples_ns: samples, samples_ts: ts}));
-}
-fs.writeFileSync(outPath, lines.join("\n") + "\n");
 for (const side of llamaSides.values()) {
   await side.context.dispose();
   await side.model.dispose();

@@ -11,6 +11,10 @@
 // blocks as Q8_0 for the rest, so the same tolerance holds. Their row lengths
 // are multiples of 256 (see scaled_k). BF16 weights may round b to bf16
 // (vdpbf16ps), a relative error of at most 2^-9 per element: tolerance 4e-3.
+// Quantized weights are checked on both paths (cpu::QuantPath): integer
+// kernels with b quantized as above, and dequantized rows on the f32 kernels
+// with b as it is; and on the path mul_mat picks by itself (Auto), with the
+// reference that path's choice (cpu::mul_mat_dequantizes) calls for.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,10 +40,11 @@ struct Case {
   BLayout layout = BLayout::Contiguous;
 };
 
-std::string describe(const Case& c, DType type, Isa isa, int threads) {
+std::string describe(const Case& c, DType type, Isa isa, cpu::QuantPath path, int threads) {
   static const char* kLayouts[] = {"contiguous", "transposed", "permuted"};
-  return fmt::format("{} isa={} threads={} K={} M={} N={} a=[{},{}] b=[{},{}] b {}", type_name(type),
-                     cpu::isa_name(isa), threads, c.K, c.M, c.N, c.a2, c.a3, c.b2, c.b3,
+  static const char* kPaths[] = {"auto", "int-dot", "dequant"};
+  return fmt::format("{} isa={} path={} threads={} K={} M={} N={} a=[{},{}] b=[{},{}] b {}", type_name(type),
+                     cpu::isa_name(isa), kPaths[static_cast<int>(path)], threads, c.K, c.M, c.N, c.a2, c.a3, c.b2, c.b3,
                      kLayouts[static_cast<int>(c.layout)]);
 }
 
@@ -56,10 +61,10 @@ std::vector<double> quantize_like_kernels(const std::vector<float>& x) {
   return out;
 }
 
-// b as the kernels see it for weights of `type`.
-std::vector<double> b_like_kernels(DType type, const std::vector<float>& x) {
+// b as the kernels see it for weights of `type` (f32 when they dequantize a).
+std::vector<double> b_like_kernels(DType type, bool dequantized, const std::vector<float>& x) {
+  if (!traits(type).is_quantized || dequantized) return {x.begin(), x.end()};
   if (type == DType::Q8_0 || type == DType::Q4_0) return quantize_like_kernels(x);
-  if (!traits(type).is_quantized) return {x.begin(), x.end()};
   if (cpu::act_format(type) == cpu::ActFormat::Q8_32) return quantize_like_kernels(x);
   std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
   std::vector<float> deq(x.size());
@@ -68,10 +73,12 @@ std::vector<double> b_like_kernels(DType type, const std::vector<float>& x) {
   return {deq.begin(), deq.end()};
 }
 
-void check(const Case& c, DType type, Isa isa, int threads, uint32_t seed) {
-  SCOPED_TRACE(describe(c, type, isa, threads));
+void check(const Case& c, DType type, Isa isa, cpu::QuantPath path, int threads, uint32_t seed) {
+  SCOPED_TRACE(describe(c, type, isa, path, threads));
   cpu::set_mul_mat_isa(isa);
   ASSERT_EQ(cpu::mul_mat_isa(), isa);
+  cpu::set_mul_mat_quant_path(path);
+  const bool dequantized = cpu::mul_mat_dequantizes(isa, type, c.N);
 
   Context ctx;
   Tensor* a = ctx.new_tensor(type, {c.K, c.M, c.a2, c.a3});
@@ -121,7 +128,7 @@ void check(const Case& c, DType type, Isa isa, int threads, uint32_t seed) {
             case BLayout::Permuted: col[k] = sv[k + c.K * (i2 + c.b2 * (j + c.N * i3))]; break;
           }
         }
-        const std::vector<double> bref = b_like_kernels(type, col);
+        const std::vector<double> bref = b_like_kernels(type, dequantized, col);
         const int64_t ia2 = i2 / (c.b2 / c.a2), ia3 = i3 / (c.b3 / c.a3);
         for (int64_t i = 0; i < c.M; ++i) {
           const float* arow = &a_deq[c.K * (i + c.M * (ia2 + c.a2 * ia3))];
@@ -148,12 +155,18 @@ std::vector<Isa> levels() {
 
 class MulMatTest : public ::testing::TestWithParam<DType> {
  protected:
-  void TearDown() override { cpu::set_mul_mat_isa(std::nullopt); }
+  void TearDown() override {
+    cpu::set_mul_mat_isa(std::nullopt);
+    cpu::set_mul_mat_quant_path(cpu::QuantPath::Auto);
+  }
   void run(Case c) {
     c.K = scaled_k(c.K, GetParam());
+    std::vector<cpu::QuantPath> paths = {cpu::QuantPath::Auto};
+    if (traits(GetParam()).is_quantized) paths.insert(paths.end(), {cpu::QuantPath::IntDot, cpu::QuantPath::Dequant});
     uint32_t seed = 1;
     for (Isa isa : levels())
-      for (int threads : {1, 2}) check(c, GetParam(), isa, threads, seed++);
+      for (cpu::QuantPath path : paths)
+        for (int threads : {1, 2}) check(c, GetParam(), isa, path, threads, seed++);
   }
   // Types of 256-element blocks: K (a multiple of 32) becomes 256, 512 or 768.
   static int64_t scaled_k(int64_t k, DType type) {

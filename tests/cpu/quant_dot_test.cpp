@@ -228,6 +228,33 @@ TEST_P(QuantDotTest, FourColumnsAsFourDots) {
   if (!ran) GTEST_SKIP() << "no 4-column dot for " << type_name(type()) << " on this CPU";
 }
 
+// mul_mat's f32 paths dequantize rows with dequant_row_fn: the reference
+// to_float's values, on random bits with unit scales (every code of q, qh and
+// the sub-block scales) and on rows quantized from normal values.
+TEST_P(QuantDotTest, DequantRowEqualsToFloat) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t k : lengths()) {
+    for (bool unit : {true, false}) {
+      SCOPED_TRACE(fmt::format("{} k={} {}", type_name(type()), k, unit ? "random bits, unit scales" : "quantized"));
+      std::vector<uint8_t> row(row_size(type(), k));
+      if (unit) {
+        for (uint8_t& v : row) v = static_cast<uint8_t>(byte(rng));
+        unit_scales(type(), row.data(), k);
+      } else {
+        std::vector<float> wf(k);
+        for (float& v : wf) v = normal(rng);
+        tt().from_float(wf.data(), row.data(), k);
+      }
+      std::vector<float> want(k), got(k);
+      tt().to_float(row.data(), want.data(), k);
+      cpu::dequant_row_fn(type())(row.data(), got.data(), k);
+      for (int64_t i = 0; i < k; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+    }
+  }
+}
+
 TEST(QuantDot, EveryQuantizedTypeHasADotOnEveryLevel) {
   for (DType type : kQuantizedTypes) {
     const bool own = type != DType::Q8_0 && type != DType::Q4_0;  // those are MulMatKernels::dot

@@ -76,6 +76,13 @@ Isa mul_mat_isa() {
 
 void set_mul_mat_isa(std::optional<Isa> isa) { g_forced_isa.store(isa ? static_cast<int>(*isa) : -1); }
 
+namespace {
+std::atomic<QuantPath> g_quant_path{QuantPath::Auto};
+}  // namespace
+
+void set_mul_mat_quant_path(QuantPath path) { g_quant_path.store(path); }
+QuantPath mul_mat_quant_path() { return g_quant_path.load(std::memory_order_relaxed); }
+
 const MulMatKernels& mul_mat_kernels(Isa isa) {
   switch (clamp_isa(isa)) {
     case Isa::Avx512: {
@@ -121,6 +128,47 @@ WKind kind_of(DType type) {
 
 bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
 
+// Fewest b columns for which the f32 gemm on dequantized rows beats the
+// integer dots (which load each weight block once per column, or once per 4
+// columns for Q4_K..Q6_K), measured with bench/mul_mat_bench on AVX2 (Zen 3,
+// 2048 x 2048 weights): from 16 columns for the 32-element types and IQ4_XS,
+// whose to_float is cheap (the dots were 2-4x slower at 512 columns); from
+// 32 for Q2_K / Q3_K, whose to_float costs more per row; from 64 for Q4_K
+// (dequant_row_fn; 10-25% faster at 64-512 columns, in noisy measurements).
+// Q5_K and Q6_K measured even at 64-512 columns (4-column dots), Q8_0 / Q4_0
+// have an integer gemm, 1.2x faster than dequantizing: they stay integer.
+int64_t dequant_min_columns(DType type) {
+  constexpr int64_t kNever = INT64_MAX;
+  switch (type) {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4: return 16;
+    case DType::Q2_K:
+    case DType::Q3_K: return 32;
+    case DType::Q4_K: return 64;
+    default: return kNever;
+  }
+}
+
+}  // namespace
+
+bool mul_mat_dequantizes(Isa isa, DType type, int64_t n) {
+  if (!traits(type).is_quantized) return false;
+  switch (mul_mat_quant_path()) {
+    case QuantPath::IntDot: return false;
+    case QuantPath::Dequant: return true;
+    case QuantPath::Auto: break;
+  }
+  const MulMatKernels& kern = mul_mat_kernels(isa);
+  if (kern.panel == 0) return false;  // no gemm at this level: the integer dots win
+  return n >= dequant_min_columns(type);
+}
+
+namespace {
+
 // How the gemm path reads a: straight from the tensor, converted to f32 per
 // chunk, as bf16 pairs (vdpbf16ps), or expanded to bytes per chunk.
 enum class AMode { Direct, Convert, Bf16Pairs, Quant };
@@ -146,7 +194,11 @@ struct Plan {
   // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
   // dot path with b in their activation format (quant_dot.h).
   DotFn qdot = nullptr;
-  Dot4Fn qdot4 = nullptr;  // 4 columns at once, where the level has it
+  Dot4Fn qdot4 = nullptr;
+  // Quantized weights on the f32 paths (mul_mat_dequantizes): rows are
+  // converted with the type's to_float (per chunk on the gemm path, per row
+  // on the dot path), b is packed as for F32.
+  ToFloatFn dequant = nullptr;  // 4 columns at once, where the level has it
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
 
@@ -165,15 +217,16 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   const Tensor& b = *dst.src[1];
   Plan p;
   p.kern = &kern;
-  p.kind = kind_of(a.type);
   p.K = a.ne[0];
   p.M = a.ne[1];
   p.N = b.ne[1];
   p.n_mat = b.ne[2] * b.ne[3];
+  p.repacked = is_repacked(a);
+  if (!p.repacked && mul_mat_dequantizes(kern.isa, a.type, p.N)) p.dequant = dequant_row_fn(a.type);
+  p.kind = p.dequant ? WKind::F32 : kind_of(a.type);
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
-  p.repacked = is_repacked(a);
-  if (traits(a.type).is_quantized && !is_quant(p.kind)) {
+  if (traits(a.type).is_quantized && !is_quant(p.kind) && !p.dequant) {
     p.qdot = quant_dot(kern.isa, a.type);
     p.qdot4 = quant_dot4(kern.isa, a.type);
     p.act = act_format(a.type);
@@ -190,6 +243,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
   p.arow_off = off;
   if (p.repacked) off += align_up(a.nb[1], kAlign);
+  if (p.dequant && !p.gemm) off += row_f32;
 
   if (!p.gemm) {
     p.n_units = p.N;
@@ -217,7 +271,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   }
 
   if (is_quant(p.kind)) p.amode = AMode::Quant;
-  else if (p.kind == WKind::F16) p.amode = AMode::Convert;
+  else if (p.kind == WKind::F16 || p.dequant) p.amode = AMode::Convert;
   else if (p.kind == WKind::BF16) p.amode = kern.gemm_bf16 && K % 2 == 0 ? AMode::Bf16Pairs : AMode::Convert;
   else p.amode = AMode::Direct;
 
@@ -416,6 +470,11 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
   }
   for (int64_t i = r0; i < r1; ++i) {
     const char* ar = p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i);
+    if (p.dequant) {
+      auto* row = reinterpret_cast<float*>(thread + p.arow_off);
+      p.dequant(ar, row, p.K);
+      ar = reinterpret_cast<const char*>(row);
+    }
     for (int64_t j = 0; j < p.N; ++j)
       dot(p.K, ar, bmat + j * p.unit_bytes, reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]));
   }
@@ -437,7 +496,8 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     for (int64_t i = r0; i < r1; ++i) {
       const char* ar = a_row(a, b, mat, i);
       float* out = af32 + (i - r0) * K;
-      if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
+      if (p.dequant) p.dequant(ar, out, K);
+      else if (p.kind == WKind::F16) kern.f16_to_f32(ar, out, K);
       else kern.bf16_to_f32(ar, out, K);
     }
   } else if (p.amode == AMode::Quant) {
@@ -593,8 +653,11 @@ MulMatPartBounds mul_mat_part_bounds(const Tensor& a, int64_t max_n, int n_threa
       set_contiguous_strides(dst);
       const Plan p = make_plan(dst, kern, n_threads, false);
       bounds.thread_bytes = std::max(bounds.thread_bytes, p.thread_bytes);
-      // Per column, no layout takes more than the dot path's aligned column.
-      if (!p.gemm) bounds.column_bytes = std::max(bounds.column_bytes, p.unit_bytes);
+      // Per column: the dot path's aligned column, or a gemm panel's share
+      // (quantized weights on the f32 gemm pack b as f32, more than their
+      // dot path's column).
+      bounds.column_bytes =
+          std::max(bounds.column_bytes, p.gemm ? align_up(p.unit_bytes / p.P, kAlign) : p.unit_bytes);
       bounds.spare_columns = std::max<int64_t>(bounds.spare_columns, kern.panel);
     }
   }

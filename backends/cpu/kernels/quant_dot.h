@@ -51,6 +51,14 @@ using Dot4Fn = void (*)(int64_t k, const void* a_row, const void* b_col0, size_t
 Dot4Fn quant_dot4(Isa isa, DType type);
 Dot4Fn quant_dot4_avx2(DType type);  // call only if best_isa() >= Avx2
 
+// Whether mul_mat at `isa` converts weights of `type` to f32 rows and runs
+// the f32 kernels for b of n columns, instead of quantizing b (see QuantPath
+// in vec.h; Auto picks what measures faster, see mul_mat.cpp).
+bool mul_mat_dequantizes(Isa isa, DType type, int64_t n);
+// A row of `type` to f32 for those paths: the reference to_float's values,
+// faster for Q4_K, Q5_K, Q6_K (dequant_rows.cpp).
+ToFloatFn dequant_row_fn(DType type);
+
 // ---- block decoding shared by the scalar and AVX2 dots -------------------
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block s (0..7); layout in types.h.

@@ -36,6 +36,15 @@ Isa mul_mat_isa();
 // so no kernel the CPU cannot run is ever called. nullopt restores the default.
 void set_mul_mat_isa(std::optional<Isa> isa);
 
+// How quantized weights multiply b. Auto (the default) picks per type, level
+// and N (mul_mat_dequantizes); IntDot always quantizes b and runs the integer
+// kernels (dot, gemm_q8, quant_dot.h); Dequant always converts a's rows to f32
+// with the type's to_float and runs the f32 kernels. The forced paths are for
+// comparisons (bench/mul_mat_bench) and tests.
+enum class QuantPath { Auto, IntDot, Dequant };
+void set_mul_mat_quant_path(QuantPath path);
+QuantPath mul_mat_quant_path();
+
 inline constexpr int kQBlock = 32;  // elements per quantization block
 
 // Weight kinds, the index of per-kind table entries.
