@@ -58,6 +58,7 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const ChatInputs& inpu
 // Parses `source` and renders it with `context_json` (a JSON object; invalid
 // JSON renders with an empty context). For fuzz targets: every failure is a
 // loom::Error.
-std::string render_template_bytes(std::string_view source, std::string_view context_json);
+std::string render_template_bytes(std::string_view source, std::string_view context_json,
+                                  const TemplateLimits& limits = {});
 
 }  // namespace loom

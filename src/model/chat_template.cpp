@@ -40,12 +40,13 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const ChatInputs& inpu
   return tmpl.render(context);
 }
 
-std::string render_template_bytes(std::string_view source, std::string_view context_json) {
+std::string render_template_bytes(std::string_view source, std::string_view context_json,
+                                  const TemplateLimits& limits) {
   nlohmann::ordered_json context = nlohmann::ordered_json::parse(context_json, nullptr, false);
   if (!context.is_object()) context = nlohmann::ordered_json::object();
   ChatTemplate tmpl(source);
   try {
-    return tmpl.render(context);
+    return tmpl.render(context, limits);
   } catch (const nlohmann::json::exception& e) {
     fail("template input: {}", e.what());
   }

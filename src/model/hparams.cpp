@@ -141,6 +141,11 @@ HParams HParams::from_gguf(const gguf::File& f) {
     fail("{}: {} ({}), {} ({}), {} ({}), {} ({}) and the head size ({}) must be positive", f.path(),
          k.key("embedding_length"), h.n_embd, k.key("block_count"), h.n_layer, k.key("feed_forward_length"), h.n_ff,
          k.key("context_length"), h.n_ctx_train, h.n_embd_head);
+  // Every layer has tensors of its own, so a block count above the file's
+  // tensor count is corrupt; it must not size the layer table.
+  if (static_cast<uint64_t>(h.n_layer) > f.tensors().size())
+    fail("{}: {} = {} is more than the {} tensors the file has (the limit on the layer count)", f.path(),
+         k.key("block_count"), h.n_layer, f.tensors().size());
   arch->read_hparams(k, h);
   k.refuse_unread();
   return h;

@@ -348,6 +348,10 @@ TEST(ArchRefusal, UnknownTensorsKeysAndFamiliesNameTheFileAndWhat) {
   expect_refused(p, {"llama.rope.scaling.type = 'yarn'"});
   p = rewrite(src, "vlen", {{"llama.attention.value_length", Value::u32(8)}});
   expect_refused(p, {"llama.attention.value_length = 8"});
+  // A block count that would size a huge layer table (a fuzz finding: 12 GB
+  // allocated before any tensor was looked at).
+  p = rewrite(src, "layers", {{"llama.block_count", Value::u32(3000000000u)}});
+  expect_refused(p, {p, "llama.block_count = 3000000000 is more than the", "the limit on the layer count"});
   p = rewrite(src, "falcon", {{"general.architecture", Value::string("falcon")}});
   expect_refused(p, {"architecture 'falcon' is not supported", "llama, qwen2, qwen3, phi3"});
   // Keys that do not change the math load: a zero expert count, the vocab size.
