@@ -188,6 +188,17 @@ std::unique_ptr<DecodedGraph> decode_graph(const GraphMsg& msg, Device& device, 
     }
     if (t.ne[0] % traits(t.type).block_size != 0)
       fail("rpc: tensor {}: ne[0] = {} is not whole blocks of {}", what, t.ne[0], type_name(t.type));
+    // Kernels load elements of f32, f16, i32, ... as their C++ type: one at
+    // a misaligned address is undefined behaviour (a fuzz finding).
+    if (const TypeTraits& tt = traits(t.type); tt.block_size == 1) {
+      if (m.offset() % tt.type_size != 0)
+        fail("rpc: tensor {}: offset {} is not aligned to its {}-byte {} elements", what, m.offset(), tt.type_size,
+             type_name(t.type));
+      for (int d = 0; d < kMaxDims; ++d)
+        if (t.nb[d] % tt.type_size != 0)
+          fail("rpc: tensor {}: nb[{}] = {} is not a multiple of its {}-byte {} elements", what, d, t.nb[d],
+               tt.type_size, type_name(t.type));
+    }
     for (int p = 0; p < m.op_params_size(); ++p) t.op_params[p] = m.op_params(p);
 
     const OpInfo& info = op_info(t.op);

@@ -25,8 +25,10 @@ bool parse(Message& m, const uint8_t* data, size_t size) {
 bool small(const GraphMsg& g) {
   for (const TensorMsg& t : g.tensors()) {
     __int128 n = 1;
-    for (int64_t e : t.ne()) n *= e < 0 ? 1 : e;
-    if (n > (1 << 16)) return false;
+    for (int64_t e : t.ne()) {
+      n *= e < 0 ? 1 : e;  // at most 2^16 * 2^63: no overflow
+      if (n > (1 << 16)) return false;
+    }
   }
   return true;
 }
