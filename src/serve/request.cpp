@@ -152,7 +152,15 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const 
 }  // namespace
 
 nlohmann::json parse_json_object(std::string_view body) {
-  json j = json::parse(body, nullptr, false);
+  // No request field nests deeper than a few levels; a body nesting deeper is
+  // refused while it is parsed, before it costs memory or recursion.
+  const auto limit_depth = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxRequestNesting)
+      bad("", fmt::format("the request body nests deeper than {} levels (the limit on JSON nesting)",
+                          kMaxRequestNesting));
+    return true;
+  };
+  json j = json::parse(body, limit_depth, false);
   if (j.is_discarded()) bad("", "the request body is not valid JSON");
   if (!j.is_object()) bad("", "the request body must be a JSON object");
   return j;

@@ -59,7 +59,11 @@ struct CompletionRequest {
 // Parses a /v1/completions (chat false) or /v1/chat/completions body.
 CompletionRequest parse_completion_request(std::string_view body, bool chat, const RequestLimits& limits);
 
-// Parses a JSON body that must be an object; RequestError otherwise.
+// The deepest nesting of arrays and objects a request body may have.
+inline constexpr int kMaxRequestNesting = 32;
+
+// Parses a JSON body that must be an object, nested at most
+// kMaxRequestNesting deep; RequestError otherwise.
 nlohmann::json parse_json_object(std::string_view body);
 
 }  // namespace loom::serve

@@ -270,6 +270,12 @@ TEST_F(Serve, BadRequestsGet4xxAndTheServerKeepsServing) {
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
   post("/v1/chat/completions", {{"messages", "hi"}}, 400);
+  const std::string deep = R"({"prompt": "hi", "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  auto nested = raw(deep);
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(nested->status, 400);
+  EXPECT_NE(json::parse(nested->body)["error"]["message"].get<std::string>().find("limit on JSON nesting"),
+            std::string::npos);
   EXPECT_EQ(completion("Once upon a time", 10)["choices"][0]["text"], greedy("Once upon a time", 10));
 }
 
