@@ -158,6 +158,30 @@ TEST(ChatTemplate, StringFormatAsPython) {
   EXPECT_EQ(error_of("{{ '{}{}'.format(1) }}"), "template line 1, column 10: format(): no argument for field 1");
 }
 
+// Expected outputs are those of Python's Jinja2 3.1 with trim_blocks and lstrip_blocks.
+TEST(ChatTemplate, RawBlocksKeepTagsAsText) {
+  EXPECT_EQ(R("{% raw %}{{ x }} {% if %}{% endraw %}"), "{{ x }} {% if %}");
+  EXPECT_EQ(R("a\n  {% raw %}\n  {{ x }}\n  {% endraw %}\nb"), "a\n\n  {{ x }}\nb");
+  EXPECT_EQ(R("a {%- raw -%}  {{ x }}  {%- endraw -%} b"), "a{{ x }}b");
+  EXPECT_EQ(R("{% raw %}{% endraw x %}{% endraw %}"), "{% endraw x %}");
+}
+
+TEST(ChatTemplate, RecursiveLoopsRenderTheBodyOverChildren) {
+  EXPECT_EQ(R("{% for x in [1, [2, [3]], 4] recursive %}{% if x is iterable %}({{ loop(x) }}){% else %}"
+              "{{ x }}@{{ loop.depth }}{% endif %}{% endfor %}"),
+            "1@1(2@2(3@3))4@1");
+  EXPECT_EQ(R("{% for n in t recursive %}{{ n.name }}{% if n.kids %}[{{ loop(n.kids) }}]{% endif %}"
+              "{{ ',' if not loop.last }}{% endfor %}",
+              R"({"t": [{"name": "a", "kids": [{"name": "b"}, {"name": "c", "kids": [{"name": "d"}]}]}, {"name": "e"}]})"),
+            "a[b,c[d]],e");
+  EXPECT_EQ(R("{% for x in [1,2] %}{{ loop.depth }}{{ loop.depth0 }}{% endfor %}"), "1010");
+  TemplateLimits shallow;
+  shallow.max_depth = 4;
+  EXPECT_NE(error_of("{% for x in [[[[[[1]]]]]] recursive %}{{ loop(x) if x is iterable }}{% endfor %}", "{}", shallow)
+                .find("deeper than 4 levels"),
+            std::string::npos);
+}
+
 TEST(ChatTemplate, GlobalsRangeAndRaiseException) {
   EXPECT_EQ(R("{% for i in range(3) %}{{ i }}{% endfor %}{{ range(1, 7, 2) | list }}"), "012[1, 3, 5]");
   EXPECT_EQ(error_of("line1\n{{ raise_exception('no system role') }}"),
@@ -166,12 +190,11 @@ TEST(ChatTemplate, GlobalsRangeAndRaiseException) {
 
 TEST(ChatTemplate, SyntaxErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("ok\n{% if x %}never closed"), "template line 2, column 4: 'if' is never closed with '{% endif %}'");
-  EXPECT_EQ(error_of("{% raw %}x{% endraw %}"), "template line 1, column 4: unknown or unsupported statement 'raw'");
+  EXPECT_EQ(error_of("a\n{% raw %}x{% endraw x %}"), "template line 2, column 1: '{% raw %}' is never closed with '{% endraw %}'");
   EXPECT_EQ(error_of("a\n  {{ x $ y }}"), "template line 2, column 8: unexpected character '$'");
   EXPECT_EQ(error_of("{{ 'abc }}"), "template line 1, column 4: string literal is never closed");
   EXPECT_EQ(error_of("{{ x"), "template line 1, column 1: tag '{{' is never closed with '}}'");
   EXPECT_EQ(error_of("{# x"), "template line 1, column 1: comment '{#' is never closed with '#}'");
-  EXPECT_EQ(error_of("{% for x in y recursive %}{% endfor %}"), "template line 1, column 15: recursive for loops are not supported");
   EXPECT_EQ(error_of("{{ f(*xs) }}"), "template line 1, column 6: argument unpacking with '*' is not supported");
   EXPECT_EQ(error_of("{% endif %}"), "template line 1, column 4: 'endif' without a matching opening tag");
 }
@@ -180,6 +203,7 @@ TEST(ChatTemplate, RuntimeErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("\n{{ x | nosuchfilter }}"), "template line 2, column 8: unknown filter 'nosuchfilter'");
   EXPECT_EQ(error_of("{{ x is nosuchtest }}"), "template line 1, column 6: unknown test 'nosuchtest'");
   EXPECT_EQ(error_of("{{ 1 / 0 }}"), "template line 1, column 4: division by zero");
+  EXPECT_EQ(error_of("{% for x in [1] recursive %}{{ loop() }}{% endfor %}"), "template line 1, column 4: loop() takes 1 argument, got 0");
   EXPECT_EQ(error_of("{{ nothing() }}"), "template line 1, column 4: 'nothing' is not callable (it is undefined)");
   EXPECT_EQ(error_of("{% set x = 1 %}{% set x.a = 2 %}"), "template line 1, column 23: cannot set 'x.a': 'x' is not a namespace");
   EXPECT_EQ(error_of("{% for a, b in [[1]] %}{% endfor %}"), "template line 1, column 8: cannot unpack 1 values into 2 names");

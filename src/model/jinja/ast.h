@@ -62,6 +62,7 @@ struct Node {
   ExprPtr condition;                // For ... if condition
   std::vector<Arg> params;          // Macro and CallBlock parameters (value = default)
   ExprPtr filter;                   // FilterBlock: a Filter expression with no object
+  bool recursive = false;           // For: "recursive", so that loop(items) renders the body again
   Body body, else_body;
 };
 

@@ -31,6 +31,9 @@ const Value* Env::lookup(const std::string& name) const {
   return nullptr;
 }
 
+// The entry of a recursive loop's `loop` dict that makes it callable.
+constexpr const char* kCallKey = "__call__";
+
 struct Interpreter::Deeper {
   Deeper(Interpreter& in, Pos pos) : in(in) {
     if (++in.depth_ > in.limits_.max_depth)
@@ -110,9 +113,13 @@ Interpreter::Flow Interpreter::exec_node(const Node& n, const std::shared_ptr<En
 }
 
 void Interpreter::exec_for(const Node& n, const std::shared_ptr<Env>& env, std::string& out) {
+  loop_over(n, env, eval(*n.expr, env), 1, out);
+}
+
+void Interpreter::loop_over(const Node& n, const std::shared_ptr<Env>& env, const Value& iterable, int64_t depth,
+                            std::string& out) {
   auto scope = std::make_shared<Env>();
   scope->parent = env;
-  const Value iterable = eval(*n.expr, scope);
   List candidates;
   switch (iterable.kind) {
     case Value::Kind::List: candidates = *iterable.list; break;
@@ -151,6 +158,16 @@ void Interpreter::exec_for(const Node& n, const std::shared_ptr<Env>& env, std::
     loop.set("length", Value::integer(len));
     loop.set("previtem", k > 0 ? items[k - 1] : Value());
     loop.set("nextitem", k + 1 < items.size() ? items[k + 1] : Value());
+    loop.set("depth", Value::integer(depth));
+    loop.set("depth0", Value::integer(depth - 1));
+    if (n.recursive)  // loop(items): the body again over items, one level deeper
+      loop.set(kCallKey, Value::function([this, &n, env, depth](std::vector<Value>& args, Kwargs&) {
+        if (args.size() != 1) runtime_error(n.pos, fmt::format("loop() takes 1 argument, got {}", args.size()));
+        Deeper deeper(*this, n.pos);
+        std::string text;
+        loop_over(n, env, args[0], depth + 1, text);
+        return Value::string(std::move(text));
+      }));
     scope->vars["loop"] = Value::make_dict(std::move(loop));
     assign(*n.target, items[k], *scope);
     if (exec(n.body, scope, out) == Flow::Break) break;
@@ -281,6 +298,8 @@ Value Interpreter::eval_inner(const Expr& e, const std::shared_ptr<Env>& env) {
       std::vector<Value> args;
       Kwargs kwargs;
       Value fn = eval(*e.object, env);
+      if (fn.kind == Value::Kind::Dict)  // a recursive loop's `loop`
+        if (const Value* call = fn.dict->find(kCallKey)) fn = *call;
       if (fn.kind != Value::Kind::Function || !fn.fn) {
         const std::string what = e.object->kind == Expr::Kind::Name || e.object->kind == Expr::Kind::Attribute
                                      ? "'" + e.object->name + "'" : "this expression";

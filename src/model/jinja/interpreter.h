@@ -33,6 +33,10 @@ class Interpreter {
   Flow exec(const Body& body, const std::shared_ptr<Env>& env, std::string& out);
   Flow exec_node(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
   void exec_for(const Node& n, const std::shared_ptr<Env>& env, std::string& out);
+  // One run of a for loop's body over `iterable`; `depth` counts the calls of
+  // a recursive loop's loop(items), from 1.
+  void loop_over(const Node& n, const std::shared_ptr<Env>& env, const Value& iterable, int64_t depth,
+                 std::string& out);
   void assign(const Expr& target, Value value, Env& env);
   void define_macro(const Node& n, const std::shared_ptr<Env>& env);
   Value call_macro(const Node& n, const std::shared_ptr<Env>& closure, std::vector<Value>& args, Kwargs& kwargs,

@@ -68,6 +68,7 @@ class Lexer {
       }
       k = lex_tag(k, kind == '%', strip_leading);
       trim_newline = kind == '%';
+      if (kind == '%' && ends_with_raw_tag()) k = take_raw(k, strip_leading);
     }
     tokens_.push_back({Token::Type::End, "", pos_of(src_.size())});
     return std::move(tokens_);
@@ -141,6 +142,53 @@ class Lexer {
         k += op.size();
       }
     }
+  }
+
+  bool ends_with_raw_tag() const {
+    const size_t n = tokens_.size();
+    return n >= 3 && tokens_[n - 3].type == Token::Type::OpenStatement && tokens_[n - 2].type == Token::Type::Name &&
+           tokens_[n - 2].text == "raw" && tokens_[n - 1].type == Token::Type::CloseStatement;
+  }
+
+  // The end of an "{% endraw %}" tag starting at k ("-" markers allowed), or npos.
+  size_t endraw_tag_end(size_t k, bool& minus_before, bool& minus_after) const {
+    size_t e = k + 2;
+    minus_before = e < src_.size() && src_[e] == '-';
+    if (minus_before) ++e;
+    while (e < src_.size() && is_space(src_[e])) ++e;
+    if (src_.substr(e, 6) != "endraw") return std::string_view::npos;
+    e += 6;
+    while (e < src_.size() && is_space(src_[e])) ++e;
+    minus_after = e < src_.size() && src_[e] == '-';
+    if (minus_after) ++e;
+    return src_.substr(e, 2) == "%}" ? e + 2 : std::string_view::npos;
+  }
+
+  // After "{% raw %}" (its three tokens just lexed, k past it): the text up to
+  // "{% endraw %}" becomes one Text token, tags in it left as they are.
+  // Whitespace control as in Jinja: "-" markers on both tags and lstrip_blocks
+  // before "{% endraw %}" apply, trim_blocks after "{% raw %}" does not.
+  size_t take_raw(size_t k, bool& strip_leading) {
+    const Pos open = tokens_[tokens_.size() - 3].pos;
+    tokens_.resize(tokens_.size() - 3);
+    bool minus_before = false, minus_after = false;
+    size_t start = k, end = std::string_view::npos;
+    for (start = src_.find("{%", k); start != std::string_view::npos; start = src_.find("{%", start + 2))
+      if ((end = endraw_tag_end(start, minus_before, minus_after)) != std::string_view::npos) break;
+    if (end == std::string_view::npos) syntax_error(open, "'{% raw %}' is never closed with '{% endraw %}'");
+    const std::string_view segment = src_.substr(k, start - k);
+    std::string_view text = segment;
+    if (strip_leading)
+      while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+    const size_t nl = segment.rfind('\n');  // lstrip_blocks before "{% endraw %}"
+    if (nl != std::string_view::npos &&
+        std::all_of(segment.begin() + nl + 1, segment.end(), [](char c) { return c == ' ' || c == '\t'; }))
+      text.remove_suffix(std::min(segment.size() - nl - 1, text.size()));
+    if (minus_before)
+      while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+    if (!text.empty()) tokens_.push_back({Token::Type::Text, std::string(text), pos_of(k)});
+    strip_leading = minus_after;
+    return end;
   }
 
   size_t lex_string(size_t k) {

@@ -132,7 +132,10 @@ class Parser {
         ++at_;
         n->condition = parse_or();
       }
-      if (is_name("recursive")) syntax_error(peek().pos, "recursive for loops are not supported");
+      if (is_name("recursive")) {
+        ++at_;
+        n->recursive = true;
+      }
       expect(T::CloseStatement, "'%}'");
       n->body = parse_body({"endfor", "else"}, "for", pos);
       if (is_name("else", 1)) {
