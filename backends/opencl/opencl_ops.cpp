@@ -44,7 +44,8 @@ class Args {
   Args(cl_kernel k, cl_mem dummy, const char* name) : k_(k), dummy_(dummy), name_(name) {}
   template <class T>
   Args& value(const T& v) {
-    check(clSetKernelArg(k_, i_++, sizeof(T), &v), fmt::format("setting argument {} of kernel {}", i_ - 1, name_));
+    const cl_uint i = i_++;
+    check(clSetKernelArg(k_, i, sizeof(T), &v), fmt::format("setting argument {} of kernel {}", i, name_));
     return *this;
   }
   Args& tensor(const Tensor& t) {
@@ -271,7 +272,7 @@ void OpenClBackend::enqueue_node(Tensor& node) {
       args.tensor(*a).tensor(*b);
       if (factors) args.tensor(*factors); else args.absent();
       args.tensor(node).value(cl_int{n_dims}).value(cl_int{rp.mode == RopeMode::NeoX}).value(cl_int{factors != nullptr})
-          .value(cl_float{rp.freq_base}).value(cl_float{rp.freq_scale});
+          .value(cl_float{rp.freq_base}).value(cl_float{rp.freq_scale}).value(cl_float{rp.attn_factor});
       return launch(k, "k_rope", n_dims / 2 + (a->ne[0] - n_dims), a->nrows(), 1);
     }
     case Op::MulMat: {

@@ -47,6 +47,8 @@ struct HParams {
   RopeMode rope_mode = RopeMode::Normal;  // the family's
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: scales the rotated dims of q and k (LongRoPE)
+  int64_t n_ctx_orig = 0;         // rope.scaling.original_context_length (else n_ctx_train): LongRoPE's switch
   float rms_eps = 1e-5f;
   // Sliding-window attention (gemma2, gemma3): the layers with Layer::swa
   // (is_swa) see, from a token at position p, only positions
@@ -93,6 +95,9 @@ struct Layer {
   Tensor* attn_q_norm = nullptr;  // per-head RMS norm weights [head_dim] (qwen3)
   Tensor* attn_k_norm = nullptr;
   Tensor* rope_freqs = nullptr;   // per-pair frequency divisors [n_rot / 2] (Llama 3 rope scaling)
+  // LongRoPE (phi3): rope_freqs holds the short factors, this the long ones,
+  // used instead when the context is longer than HParams::n_ctx_orig.
+  Tensor* rope_freqs_long = nullptr;
   bool swa = false;               // sliding-window attention and rope (HParams::n_swa; gemma2/3)
   Tensor* attn_post_norm = nullptr;  // RMS norm of the attention output before the residual add (gemma2/3)
   Tensor* wo = nullptr;

@@ -27,6 +27,7 @@ struct RopeParams {
   RopeMode mode = RopeMode::Normal;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  float attn_factor = 1.0f;  // scales cos and sin (LongRoPE's attention factor); dims past n_dims are not scaled
 };
 
 // soft_max: softmax(a * scale + mask)

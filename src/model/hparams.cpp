@@ -2,6 +2,7 @@
 // general.architecture prefix, then the family's own (arch/*.cpp). A key of
 // that prefix that nobody read is refused: it may change the math.
 #include <algorithm>
+#include <cmath>
 
 #include "arch/arch.h"
 #include "loom/error.h"
@@ -111,12 +112,11 @@ HParams HParams::from_gguf(const gguf::File& f) {
   if (!factor) factor = k.get_f32_or("rope.scale_linear");
   else k.ignore("rope.scale_linear");  // the older name, superseded as in llama.cpp
   if (factor && *factor != 0.0f) h.rope_freq_scale = 1.0f / *factor;
-  if (auto attn_factor = k.get_f32_or("rope.scaling.attn_factor"); attn_factor && *attn_factor != 1.0f)
-    fail("{}: {} = {}: scaled rope attention is not supported", f.path(), k.key("rope.scaling.attn_factor"),
-         *attn_factor);
-  // Read by llama.cpp for YaRN only (refused above) or shown, never used in the math:
-  k.ignore("rope.scaling.original_context_length");
-  k.ignore("rope.scaling.finetuned");
+  h.rope_attn_factor = k.get_f32_or("rope.scaling.attn_factor").value_or(1.0f);
+  if (!(h.rope_attn_factor > 0.0f) || !std::isfinite(h.rope_attn_factor))
+    fail("{}: {} = {} must be a positive number", f.path(), k.key("rope.scaling.attn_factor"), h.rope_attn_factor);
+  h.n_ctx_orig = static_cast<int64_t>(k.get_uint_or("rope.scaling.original_context_length").value_or(h.n_ctx_train));
+  k.ignore("rope.scaling.finetuned");  // shown by llama.cpp, never used in the math
   k.ignore("vocab_size");  // the vocabulary is token_embd.weight's rows, checked against the tokenizer
   read_experts(k, *arch, h);
   require_absent_or(k, "attention.causal", 1, "non-causal attention");

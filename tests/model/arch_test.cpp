@@ -56,6 +56,9 @@ const Family kFamilies[] = {
     {"gemma3", [](ModelSpec& s) {
        s.arch = "gemma3"; s.n_layer = 6; s.n_swa = 3; s.rope_freq_base = 1e6f; s.rope_scale = 4.0f;
      }},
+    // LongRoPE: the tests' 32-token context is over 16 (long factors), not over 48 (short ones)
+    {"phi3_longrope_long", [](ModelSpec& s) { s.arch = "phi3"; s.n_rot = 8; s.longrope_orig_ctx = 16; }},
+    {"phi3_longrope_short", [](ModelSpec& s) { s.arch = "phi3"; s.n_rot = 8; s.longrope_orig_ctx = 48; }},
 };
 
 using Vec = std::vector<double>;
@@ -90,7 +93,8 @@ Vec rms_norm(const Vec& x, const Vec& g, double eps) {
   return y;
 }
 
-void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors, double base, double scale) {
+void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors, double base, double scale,
+          double mscale) {
   const int64_t hd = h.head_dim(), nr = h.n_rot;
   for (int64_t head = 0; head < n_heads; ++head)
     for (int64_t k = 0; k < nr / 2; ++k) {
@@ -100,14 +104,15 @@ void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors
       double& a = v[head * hd + (neox ? k : 2 * k)];
       double& b = v[head * hd + (neox ? k + nr / 2 : 2 * k + 1)];
       const double x0 = a, x1 = b;
-      a = x0 * std::cos(theta) - x1 * std::sin(theta);
-      b = x0 * std::sin(theta) + x1 * std::cos(theta);
+      a = mscale * (x0 * std::cos(theta) - x1 * std::sin(theta));
+      b = mscale * (x0 * std::sin(theta) + x1 * std::cos(theta));
     }
 }
 
 // Logits of every position, from the weights and the families' definitions.
 // The window, soft-caps and rope come from the spec the file was written from.
-std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const std::vector<int32_t>& tokens) {
+std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const std::vector<int32_t>& tokens,
+                                   int64_t n_ctx) {
   const HParams& h = m.hparams();
   const int64_t hd = h.head_dim(), nq = h.n_embd_q(), nkv = h.n_embd_kv(), T = static_cast<int64_t>(tokens.size());
   const Vec embd = values(m.token_embd());
@@ -120,7 +125,13 @@ std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const 
   }
   for (int64_t il = 0; il < h.n_layer; ++il) {
     const Layer& L = m.layers()[il];
-    const Vec factors = L.rope_freqs ? values(L.rope_freqs) : Vec{};
+    // LongRoPE: the long factors above the original context, and the rotated
+    // dims scaled by sqrt(1 + ln(training / original context) / ln(original)).
+    const int64_t orig = spec.longrope_orig_ctx;
+    const Tensor* freqs = orig && n_ctx > orig ? L.rope_freqs_long : L.rope_freqs;
+    const Vec factors = freqs ? values(freqs) : Vec{};
+    const double mscale = orig && spec.n_ctx > orig
+                              ? std::sqrt(1.0 + std::log(double(spec.n_ctx) / orig) / std::log(double(orig))) : 1.0;
     // gemma2: even layers see the last n_swa positions, gemma3: all but every
     // 6th layer, which alone ropes with the file's base and scale (gemma2: all).
     const bool windowed = h.arch == "gemma2" ? il % 2 == 0 : h.arch == "gemma3" ? il % 6 != 5 : false;
@@ -143,8 +154,8 @@ std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const 
       }
       if (L.attn_q_norm) q[t] = rms_norm(q[t], values(L.attn_q_norm), h.rms_eps);
       if (L.attn_k_norm) k[t] = rms_norm(k[t], values(L.attn_k_norm), h.rms_eps);
-      rope(q[t], h, h.n_head, static_cast<int>(t), factors, base, rscale);
-      rope(k[t], h, h.n_head_kv, static_cast<int>(t), factors, base, rscale);
+      rope(q[t], h, h.n_head, static_cast<int>(t), factors, base, rscale, mscale);
+      rope(k[t], h, h.n_head_kv, static_cast<int>(t), factors, base, rscale, mscale);
     }
     for (int64_t t = 0; t < T; ++t) {
       Vec attn(nq, 0.0);
@@ -231,7 +242,8 @@ TEST_P(FamilyTest, HParamsAndTensorShapes) {
     EXPECT_EQ(L.attn_post_norm != nullptr, spec.arch.starts_with("gemma"));
     EXPECT_EQ(L.ffn_post_norm != nullptr, spec.arch.starts_with("gemma"));
     if (L.attn_k_norm) EXPECT_EQ(L.attn_k_norm->ne, (Ne{h.head_dim(), 1, 1, 1}));
-    EXPECT_EQ(L.rope_freqs != nullptr, spec.rope_freqs);
+    EXPECT_EQ(L.rope_freqs != nullptr, spec.rope_freqs || spec.longrope_orig_ctx > 0);
+    EXPECT_EQ(L.rope_freqs_long != nullptr, spec.longrope_orig_ctx > 0);
   }
 }
 
@@ -243,7 +255,7 @@ TEST_P(FamilyTest, MatchesAPlainForwardPass) {
   Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
   const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
   const auto logits = s.decode(tokens, true);
-  const auto ref = reference_forward(*m, small_spec(GetParam()), tokens);
+  const auto ref = reference_forward(*m, small_spec(GetParam()), tokens, 32);
   const int64_t nv = m->hparams().n_vocab;
   ASSERT_EQ(logits.size(), tokens.size() * nv);
   for (size_t t = 0; t < tokens.size(); ++t)
@@ -374,6 +386,14 @@ TEST(ArchRefusal, GemmaOutputWeightAndSoftcapKeys) {
   expect_refused(p, {"gemma3.attn_logit_softcapping = 50"});
   std::filesystem::remove(g2);
   std::filesystem::remove(g3);
+}
+
+TEST(ArchRefusal, LongRopeNeedsBothFactorSets) {
+  const std::string phi3 = temp_model("refusal_phi3");
+  write_random_model(small_spec(kFamilies[4]), DType::F32, 3, phi3);
+  const std::string p = rewrite(phi3, "phi3_long_only", {}, {{"rope_factors_long.weight", {4}}});
+  expect_refused(p, {p, "'rope_factors_short.weight' is missing", "both the short and the long factors"});
+  std::filesystem::remove(phi3);
 }
 
 TEST(ArchHParams, GemmaWindowsCapsAndRopeBases) {

@@ -86,6 +86,7 @@ void add_rope(std::vector<Case>& cases) {
     float freq_base = 10000.0f, freq_scale = 1.0f;
     Layout layout = L::Contiguous;
     int64_t freq_factors = 0;  // > 0: a freq-factors operand of this many elements
+    float attn_factor = 1.0f;
   };
   const Shapes list[] = {
       {{64, 4, 5, 1}},
@@ -101,14 +102,17 @@ void add_rope(std::vector<Case>& cases) {
       {{64, 4, 5, 1}, 0, 500000.0f, 1.0f, L::Contiguous, 32},
       {{64, 3, 4, 1}, 32, 10000.0f, 0.5f, L::Contiguous, 16},
       {{64, 3, 4, 1}, 16, 10000.0f, 1.0f, L::Strided, 20},
+      {{64, 4, 5, 1}, 0, 10000.0f, 1.0f, L::Contiguous, 32, 1.19f},  // LongRoPE: factors and attention factor
+      {{64, 3, 4, 1}, 48, 10000.0f, 1.0f, L::Contiguous, 24, 1.19f},  // partial rotary: the rest is not scaled
   };
   for (RopeMode mode : {RopeMode::Normal, RopeMode::NeoX}) {
     for (const Shapes& s : list) {
-      const RopeParams params{s.n_dims, mode, s.freq_base, s.freq_scale};
-      cases.push_back(make_case(fmt::format("rope(mode={},a={},n_dims={},base={},scale={}{})",
+      const RopeParams params{s.n_dims, mode, s.freq_base, s.freq_scale, s.attn_factor};
+      cases.push_back(make_case(fmt::format("rope(mode={},a={},n_dims={},base={},scale={}{}{})",
                                    mode == RopeMode::NeoX ? "neox" : "normal", shape_name(s.ne, s.layout), s.n_dims,
                                    s.freq_base, s.freq_scale,
-                                   s.freq_factors ? fmt::format(",freq_factors=[{}]", s.freq_factors) : ""),
+                                   s.freq_factors ? fmt::format(",freq_factors=[{}]", s.freq_factors) : "",
+                                   s.attn_factor != 1.0f ? fmt::format(",attn_factor={}", s.attn_factor) : ""),
                        Op::Rope, DType::F32, [s, params](CaseGraph& g) {
                          Tensor* a = operand(g, DType::F32, s.ne, s.layout);
                          Tensor* pos = g.input(DType::I32, {s.ne[2], 1, 1, 1}, {Fill::Kind::Positions, 512});

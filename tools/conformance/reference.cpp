@@ -209,7 +209,7 @@ Dense ref_rope(const Tensor& node, const RefMemory& m) {
   const RopeParams p = rope_params(node);
   const int64_t n_dims = p.n_dims;
   const bool neox = p.mode == RopeMode::NeoX;
-  const double freq_base = p.freq_base, freq_scale = p.freq_scale;
+  const double freq_base = p.freq_base, freq_scale = p.freq_scale, mscale = p.attn_factor;
   Dense out(node.ne);
   for_each_index(node.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     out.at(i0, i1, i2, i3) = m.at(a, i0, i1, i2, i3);
@@ -223,8 +223,8 @@ Dense ref_rope(const Tensor& node, const RefMemory& m) {
       const int64_t j0 = neox ? k : 2 * k;
       const int64_t j1 = neox ? k + n_dims / 2 : 2 * k + 1;
       const double x0 = m.at(a, j0, i1, i2, i3), x1 = m.at(a, j1, i1, i2, i3);
-      out.at(j0, i1, i2, i3) = x0 * std::cos(theta) - x1 * std::sin(theta);
-      out.at(j1, i1, i2, i3) = x0 * std::sin(theta) + x1 * std::cos(theta);
+      out.at(j0, i1, i2, i3) = mscale * (x0 * std::cos(theta) - x1 * std::sin(theta));
+      out.at(j1, i1, i2, i3) = mscale * (x0 * std::sin(theta) + x1 * std::cos(theta));
     }
   });
   return out;

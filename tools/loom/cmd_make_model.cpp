@@ -37,6 +37,8 @@ int cmd_make_model(int argc, char** argv) {
              {{"--n-embd-head"}, "N", "head size (written as attention.key_length; default n-embd / n-head)"},
              {{"--n-rot"}, "N", "rotated dims per head (partial rotary; default the head size)"},
              {{"--rope-freqs"}, "", "llama: Llama 3 rope scaling, as a rope_freqs.weight tensor"},
+             {{"--longrope"}, "N", "phi3: LongRoPE (Phi-3.5) with original context N: rope_factors_short/long "
+                                   "(the long ones used when a session's context exceeds N) and attn_factor"},
              {{"--n-expert"}, "N", "experts per layer (llama: a Mixtral-style model; default 0: dense)"},
              {{"--n-expert-used"}, "N", "experts each token uses (default 2 with experts)"},
              {{"--n-ff-exp"}, "N", "qwen3moe: feed-forward size of one expert (default --n-ff)"},
@@ -67,6 +69,7 @@ int cmd_make_model(int argc, char** argv) {
   spec.n_embd_head = args.get_int("--n-embd-head", 0);
   spec.n_rot = args.get_int("--n-rot", 0);
   spec.rope_freqs = args.has("--rope-freqs");
+  spec.longrope_orig_ctx = args.get_int("--longrope", 0, 1, 1 << 30);
   spec.arch = args.get_or("--arch", "llama");
   spec.n_expert = args.get_int("--n-expert", spec.arch == "qwen3moe" ? 8 : 0);
   spec.n_expert_used = args.get_int("--n-expert-used", spec.n_expert > 0 ? 2 : 0);

@@ -54,6 +54,8 @@ void validate_spec(const ModelSpec& s) {
   if (std::find(std::begin(kModelGenArchs), std::end(kModelGenArchs), s.arch) == std::end(kModelGenArchs))
     fail("model spec: unknown architecture '{}' (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe)", s.arch);
   if (s.rope_freqs && s.arch != "llama") fail("model spec: rope_freqs (Llama 3 rope scaling) is for llama only");
+  if (s.longrope_orig_ctx && s.arch != "phi3") fail("model spec: LongRoPE is for phi3 only");
+  if (s.longrope_orig_ctx < 0) fail("model spec: the LongRoPE original context must be positive");
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
   if ((s.n_swa || s.final_softcap) && !gemma)
     fail("model spec: a sliding window and final soft-capping are for gemma2 and gemma3 only");
@@ -144,6 +146,17 @@ std::vector<float> llama3_rope_factors(int64_t n_rot, float base, int64_t origin
   return out;
 }
 
+// LongRoPE's per-pair divisors, shaped like Phi-3.5's: short ones near 1,
+// long ones growing from 1 to about 40 for the slowest pairs.
+std::vector<float> longrope_factors(int64_t n_rot, bool long_factors) {
+  std::vector<float> out;
+  for (int64_t k = 0; k < n_rot / 2; ++k) {
+    const double x = static_cast<double>(k) / static_cast<double>(std::max<int64_t>(n_rot / 2 - 1, 1));
+    out.push_back(static_cast<float>(long_factors ? 1.0 + 39.0 * x * x : 1.0 + 0.2 * x));
+  }
+  return out;
+}
+
 }  // namespace
 
 DType type_for_rows(DType type, int64_t n_row) {
@@ -194,6 +207,13 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
     w.set(a + "rope.scaling.type", Value::string("linear"));
     w.set(a + "rope.scaling.factor", Value::f32(s.rope_scale));
   }
+  if (s.longrope_orig_ctx > 0) {
+    const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.longrope_orig_ctx);
+    const double attn_factor =
+        scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(s.longrope_orig_ctx))) : 1.0;
+    w.set(a + "rope.scaling.original_context_length", Value::u32(static_cast<uint32_t>(s.longrope_orig_ctx)));
+    w.set(a + "rope.scaling.attn_factor", Value::f32(static_cast<float>(attn_factor)));
+  }
   if (s.n_swa > 0) w.set(a + "attention.sliding_window", Value::u32(static_cast<uint32_t>(s.n_swa)));
   if (s.attn_softcap > 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(s.attn_softcap));
   if (s.final_softcap > 0.0f) w.set(a + "final_logit_softcapping", Value::f32(s.final_softcap));
@@ -231,6 +251,12 @@ void write_random_model(const ModelSpec& s, DType type, uint64_t seed, const std
     w.add_tensor("rope_freqs.weight", static_cast<uint32_t>(DType::F32), {n_rot / 2}, [factors](uint8_t* dst, size_t) {
       std::memcpy(dst, factors.data(), factors.size() * sizeof(float));
     });
+  }
+  for (const char* which : {"long", "short"}) {
+    if (!s.longrope_orig_ctx) break;
+    const std::vector<float> factors = longrope_factors(n_rot, which[0] == 'l');
+    w.add_tensor("rope_factors_" + std::string(which) + ".weight", static_cast<uint32_t>(DType::F32), {n_rot / 2},
+                 [factors](uint8_t* dst, size_t) { std::memcpy(dst, factors.data(), factors.size() * sizeof(float)); });
   }
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

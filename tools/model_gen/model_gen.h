@@ -30,6 +30,10 @@ struct ModelSpec {
   int64_t n_embd_head = 0;  // head size; 0: n_embd / n_head (else written as attention.key_length)
   int64_t n_rot = 0;        // rotated dims per head; 0: the head size
   bool rope_freqs = false;  // llama: Llama 3 rope scaling as rope_freqs.weight (factor 8, low 1, high 4)
+  // phi3: LongRoPE with this original context (rope_factors_short/long.weight,
+  // rope.scaling.original_context_length and attn_factor as Phi-3.5's
+  // converter computes it from n_ctx); 0: none.
+  int64_t longrope_orig_ctx = 0;
   float rope_freq_base = 10000.0f;
   float rope_scale = 0.0f;     // > 0: linear rope scaling by this factor (rope.scaling.type/factor)
   int64_t n_swa = 0;           // gemma2/3: attention.sliding_window when > 0

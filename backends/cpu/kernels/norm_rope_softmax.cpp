@@ -55,7 +55,7 @@ void compute_rope(const ComputeParams& p, Tensor& dst) {
   const RopeParams rp = rope_params(dst);
   const int n_dims = rp.n_dims;
   const bool neox = rp.mode == RopeMode::NeoX;
-  const float base = rp.freq_base, freq_scale = rp.freq_scale;
+  const float base = rp.freq_base, freq_scale = rp.freq_scale, mscale = rp.attn_factor;
   const int64_t head_dim = a.ne[0];
   // inv_freq[k] = base^(-2k / n_dims) / freq_factors[k], shared by every row.
   const Tensor* factors = dst.src[2];
@@ -76,8 +76,8 @@ void compute_rope(const ComputeParams& p, Tensor& dst) {
     if (position != cached_position || r == rows.begin) {
       for (int k = 0; k < n_dims / 2; ++k) {
         const float theta = freq_scale * static_cast<float>(position) * inv_freq[k];
-        cos_t[k] = std::cos(theta);
-        sin_t[k] = std::sin(theta);
+        cos_t[k] = std::cos(theta) * mscale;
+        sin_t[k] = std::sin(theta) * mscale;
       }
       cached_position = position;
     }

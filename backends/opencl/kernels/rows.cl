@@ -103,9 +103,10 @@ kernel void k_soft_max(TENSOR(a), TENSOR(m), TENSOR(s), TENSOR(d), int mask_type
 
 // Launched over (pairs + passed-through elements, rows): work-item k below
 // n_dims / 2 rotates one pair, the others copy one element past n_dims.
-// With has_ff, pair k's frequency is divided by ff[k] (freq factors).
+// With has_ff, pair k's frequency is divided by ff[k] (freq factors); the
+// rotated pairs are scaled by mscale (the rope attention factor).
 kernel void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), int n_dims, int neox, int has_ff, float base,
-                   float freq_scale) {
+                   float freq_scale, float mscale) {
   const long k = get_global_id(0);
   const long r = get_global_id(1);
   const int half_dims = n_dims / 2;
@@ -122,7 +123,7 @@ kernel void k_rope(TENSOR(a), TENSOR(pos), TENSOR(ff), TENSOR(d), int n_dims, in
   float inv_freq = pow(base, -2.0f * (float)k / (float)n_dims);
   if (has_ff) inv_freq /= *(global const float*)(ff_p + ff_off + k * ff_nb.x);
   const float theta = freq_scale * (float)position * inv_freq;
-  const float c = cos(theta), s = sin(theta);
+  const float c = cos(theta) * mscale, s = sin(theta) * mscale;
   const long j0 = neox ? k : 2 * k;
   const long j1 = neox ? k + half_dims : 2 * k + 1;
   const float x0 = *(global const float*)(in + j0 * a_nb.x);

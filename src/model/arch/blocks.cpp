@@ -75,7 +75,7 @@ Qkv project_qkv(LayerGraph& g, const Layer& L, Tensor* x) {
 Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads) {
   const HParams& h = g.h;
   const RopeParams params{static_cast<int>(h.n_rot), h.rope_mode, L.swa ? h.rope_freq_base_swa : h.rope_freq_base,
-                          L.swa ? h.rope_freq_scale_swa : h.rope_freq_scale};
+                          L.swa ? h.rope_freq_scale_swa : h.rope_freq_scale, h.rope_attn_factor};
   return rope(g.ctx, heads, g.positions, params, L.rope_freqs);
 }
 
