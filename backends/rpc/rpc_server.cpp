@@ -185,10 +185,11 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
                                : options_.host;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(fmt::format("{}:{}", host, options_.port), credentials, &port_);
-  // Pings a client every kKeepaliveSeconds, even when only its session
+  // Pings each client every keepalive_seconds, even when only its session
   // stream is open; one that does not answer is gone, and its session ends.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveSeconds * 1000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveSeconds * 1000);
+  if (options_.keepalive_seconds < 1) fail("rpc-server: keepalive of {} s", options_.keepalive_seconds);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options_.keepalive_seconds * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options_.keepalive_seconds * 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.RegisterService(impl_.get());

@@ -6,8 +6,8 @@
 //
 // Each client holds a session (Attach) for as long as it is connected; the
 // session's buffers are freed when the client ends it, dies, or stops
-// answering keepalive pings (kKeepaliveSeconds, then as long again for the
-// answer).
+// answering keepalive pings (every keepalive_seconds, default
+// kKeepaliveSeconds, with as long again for the answer).
 #pragma once
 
 #include <functional>
@@ -36,6 +36,8 @@ struct ServerOptions {
   // PEM files; both or neither. With them the server speaks TLS only.
   std::string tls_cert, tls_key;
   ServiceOptions service;
+  // Seconds between keepalive pings to each client, and to wait for its answer.
+  int keepalive_seconds = kKeepaliveSeconds;
   // Where session starts and ends are told (rpc-server prints them); may be empty.
   std::function<void(const std::string&)> log;
 };

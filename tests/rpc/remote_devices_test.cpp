@@ -6,7 +6,11 @@
 // goes away without freeing leaves no buffers behind, and two clients run
 // at once. Graphs of the same structure travel as patches; TLS with a
 // certificate made at test time.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
@@ -14,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <atomic>
 #include <thread>
 
 #include "conformance/conformance.h"
@@ -257,6 +262,101 @@ TEST(RemoteSessions, AClientThatGoesAwayLeavesNoBuffers) {
   q.set_size(16);
   rpc::AllocReply r;
   EXPECT_EQ(stub->Alloc(&c, q, &r).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// A TCP relay between one client and a server that can freeze: it stops
+// passing bytes but keeps both connections open, as a client machine that
+// lost power or its network does.
+class FreezableRelay {
+ public:
+  explicit FreezableRelay(int server_port) : server_port_(server_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("relay: cannot listen");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { relay(); });
+  }
+  ~FreezableRelay() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    for (int fd : {listener_, client_, server_})
+      if (fd >= 0) ::close(fd);
+  }
+  int port() const { return port_; }
+  void freeze() { frozen_ = true; }
+
+ private:
+  void relay() {
+    pollfd accept_fd{listener_, POLLIN, 0};
+    while (!stop_ && ::poll(&accept_fd, 1, 50) == 0) {
+    }
+    if (stop_) return;
+    client_ = ::accept(listener_, nullptr, nullptr);
+    server_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(server_port_));
+    if (client_ < 0 || ::connect(server_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    char buf[65536];
+    while (!stop_) {
+      pollfd fds[2] = {{client_, POLLIN, 0}, {server_, POLLIN, 0}};
+      if (frozen_ || ::poll(fds, 2, 50) <= 0) {
+        if (frozen_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      for (int i = 0; i < 2; ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP)) {
+          const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+          if (n <= 0) return;
+          for (ssize_t done = 0; done < n;) {
+            const ssize_t w = ::write(fds[1 - i].fd, buf + done, n - done);
+            if (w <= 0) return;
+            done += w;
+          }
+        }
+    }
+  }
+
+  int server_port_, port_ = 0;
+  int listener_ = -1, client_ = -1, server_ = -1;
+  std::atomic<bool> stop_{false}, frozen_{false};
+  std::thread thread_;
+};
+
+// A client that stops answering without closing its connection: the
+// server's keepalive pings go unanswered, the connection is dropped, and
+// the session's buffers are freed (keepalive 1 s here, 10 s by default).
+TEST(RemoteSessions, AClientThatFallsSilentLosesItsSessionAfterKeepalive) {
+  rpc::ServerOptions o;
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  o.keepalive_seconds = 1;
+  rpc::Server server(o);
+  FreezableRelay relay(server.port());
+  auto stub = rpc::Remote::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(relay.port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext attach_context;
+  auto attach = stub->Attach(&attach_context, rpc::AttachRequest());
+  rpc::SessionEvent event;
+  ASSERT_TRUE(attach->Read(&event));
+  grpc::ClientContext c;
+  c.AddMetadata(rpc::kSessionKey, std::to_string(event.session()));
+  rpc::AllocRequest q;
+  q.set_size(1 << 20);
+  rpc::AllocReply r;
+  ASSERT_TRUE(stub->Alloc(&c, q, &r).ok());
+  EXPECT_EQ(server.handlers().n_buffers(), 1u);
+  relay.freeze();
+  EXPECT_TRUE(eventually([&] { return server.handlers().n_buffers() == 0; }));
+  attach_context.TryCancel();
+  (void)attach->Finish();
 }
 
 // Two clients of one server at once, each with its own session: both get
