@@ -4,6 +4,9 @@
 #include <openssl/evp.h>
 
 #include <atomic>
+#include <fstream>
+#include <list>
+#include <sstream>
 #include <mutex>
 #include <unordered_map>
 
@@ -15,7 +18,16 @@
 namespace loom::rpc {
 namespace {
 
-std::atomic<uint64_t> g_sent{0}, g_saved{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0};
+std::atomic<uint64_t> g_sent{0}, g_saved{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0},
+    g_graphs_patched{0}, g_graph_bytes{0};
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("--rpc-tls-ca: cannot read the {} {}", what, path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::string sha256_of(const void* data, size_t size) {
   std::string digest(32, '\0');
@@ -24,21 +36,53 @@ std::string sha256_of(const void* data, size_t size) {
   return digest;
 }
 
-// One server: the channel, the token and the deadline of every call.
+// One server: the channel, the session, the token and the deadline of every call.
 class Connection {
  public:
   Connection(int index, std::string endpoint, const ClientOptions& options)
-      : index_(index), endpoint_(std::move(endpoint)), token_(options.token), timeout_(options.timeout) {
+      : index_(index),
+        endpoint_(std::move(endpoint)),
+        token_(options.token),
+        timeout_(options.timeout),
+        graph_patches_(options.graph_patches) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(256 << 20);
     args.SetMaxSendMessageSize(256 << 20);
-    channel_ = grpc::CreateCustomChannel(endpoint_, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (!options.tls_ca.empty()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = read_file(options.tls_ca, "CA certificate");
+      credentials = grpc::SslCredentials(ssl);
+    }
+    channel_ = grpc::CreateCustomChannel(endpoint_, credentials, args);
     stub_ = Remote::NewStub(channel_);
+  }
+  ~Connection() {
+    // Ends the session: the server frees what is left of it.
+    if (attach_) {
+      attach_context_->TryCancel();
+      (void)attach_->Finish();
+    }
+  }
+
+  // Opens this client's session (after Hello, which needs none).
+  void attach() {
+    attach_context_ = context();
+    attach_context_->set_deadline(std::chrono::system_clock::time_point::max());  // the session's lifetime
+    attach_ = stub_->Attach(attach_context_.get(), AttachRequest());
+    SessionEvent event;
+    if (!attach_->Read(&event)) {
+      const grpc::Status s = attach_->Finish();
+      attach_.reset();
+      check(s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the session stream ended") : s, "opening a session");
+    }
+    session_ = std::to_string(event.session());
   }
 
   Remote::Stub& stub() { return *stub_; }
   int index() const { return index_; }
   bool cache() const { return cache_; }  // the server keeps a weight cache
+  bool graph_patches() const { return graph_patches_; }
   void set_cache(bool cache) { cache_ = cache; }
   const std::string& endpoint() const { return endpoint_; }
 
@@ -46,6 +90,7 @@ class Connection {
     auto c = std::make_unique<grpc::ClientContext>();
     c->set_deadline(std::chrono::system_clock::now() + timeout_);
     if (!token_.empty()) c->AddMetadata(kTokenKey, token_);
+    if (!session_.empty()) c->AddMetadata(kSessionKey, session_);
     return c;
   }
 
@@ -69,9 +114,13 @@ class Connection {
   std::string endpoint_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  bool graph_patches_;
   bool cache_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Remote::Stub> stub_;
+  std::string session_;  // decimal, as kSessionKey carries it
+  std::unique_ptr<grpc::ClientContext> attach_context_;
+  std::unique_ptr<grpc::ClientReader<SessionEvent>> attach_;
 };
 
 class RpcDevice;
@@ -305,31 +354,92 @@ class RpcBackend final : public Backend {
     msg.SerializeToString(&bytes);
     const std::string what = fmt::format("computing a graph of {} nodes on {}", graph.size(), device_.name());
     // The same graph as one sent before: run it by id.
-    if (auto it = sent_.find(bytes); it != sent_.end()) {
+    if (auto it = find_sent(bytes); it != sent_.end()) {
       ComputeRequest q;
-      q.set_graph_id(it->second);
-      ComputeReply r;
-      auto c = conn.context();
-      const grpc::Status s = conn.stub().Compute(c.get(), q, &r);
-      if (s.error_code() != grpc::StatusCode::NOT_FOUND) {  // NOT_FOUND: the server dropped it; send it again
-        conn.check(s, what);
+      q.set_graph_id(it->id);
+      if (send(q, what)) {
         ++g_graphs_reused;
+        sent_.splice(sent_.begin(), sent_, it);
         return;
       }
-      sent_.erase(it);
+      sent_.erase(it);  // the server dropped it
+    }
+    // The same structure as one sent before: only the tensors that changed.
+    if (conn.graph_patches()) {
+      auto [base, q] = patches_for(msg);
+      if (base != sent_.end()) {
+        if (uint64_t id = send(q, what)) {
+          ++g_graphs_patched;
+          remember(std::move(bytes), std::move(msg), id);
+          return;
+        }
+        sent_.erase(base);
+      }
     }
     ComputeRequest q;
-    *q.mutable_graph() = std::move(msg);
-    ComputeReply r;
-    auto c = conn.context();
-    conn.check(conn.stub().Compute(c.get(), q, &r), what);
+    *q.mutable_graph() = msg;
+    const uint64_t id = send(q, what, /*whole=*/true);
     ++g_graphs_sent;
-    if (sent_.size() >= kRemembered) sent_.clear();
-    sent_.emplace(std::move(bytes), r.graph_id());
+    remember(std::move(bytes), std::move(msg), id);
   }
 
  private:
   static constexpr size_t kRemembered = 8;
+  struct Sent {
+    std::string bytes;  // the encoded graph
+    GraphMsg msg;
+    uint64_t id;  // the server's
+  };
+
+  // The server's id for the graph; 0 when the server no longer has the graph
+  // the request names (NOT_FOUND; never for a whole graph); throws on any other failure.
+  uint64_t send(const ComputeRequest& q, const std::string& what, bool whole = false) {
+    Connection& conn = device_.connection();
+    g_graph_bytes += q.ByteSizeLong();
+    ComputeReply r;
+    auto c = conn.context();
+    const grpc::Status s = conn.stub().Compute(c.get(), q, &r);
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND && !whole) return 0;
+    conn.check(s, what);
+    return r.graph_id();
+  }
+
+  std::list<Sent>::iterator find_sent(const std::string& bytes) {
+    return std::find_if(sent_.begin(), sent_.end(), [&](const Sent& s) { return s.bytes == bytes; });
+  }
+
+  // The remembered graph of the same structure (tensor count, nodes, device)
+  // that differs from `msg` in the fewest tensors, and the request that
+  // patches it into `msg`; end() when none differs in under half its tensors.
+  std::pair<std::list<Sent>::iterator, ComputeRequest> patches_for(const GraphMsg& msg) {
+    auto best = sent_.end();
+    ComputeRequest best_q;
+    for (auto it = sent_.begin(); it != sent_.end(); ++it) {
+      const GraphMsg& old = it->msg;
+      if (old.tensors_size() != msg.tensors_size() || old.device() != msg.device() ||
+          !std::equal(old.nodes().begin(), old.nodes().end(), msg.nodes().begin(), msg.nodes().end()))
+        continue;
+      ComputeRequest q;
+      q.set_graph_id(it->id);
+      for (int i = 0; i < msg.tensors_size() && q.patches_size() * 2 < msg.tensors_size(); ++i)
+        if (old.tensors(i).SerializeAsString() != msg.tensors(i).SerializeAsString()) {
+          TensorPatch& p = *q.add_patches();
+          p.set_index(i);
+          *p.mutable_tensor() = msg.tensors(i);
+        }
+      if (q.patches_size() * 2 >= msg.tensors_size()) continue;
+      if (best == sent_.end() || q.patches_size() < best_q.patches_size()) {
+        best = it;
+        best_q = std::move(q);
+      }
+    }
+    return {best, std::move(best_q)};
+  }
+
+  void remember(std::string bytes, GraphMsg msg, uint64_t id) {
+    sent_.push_front({std::move(bytes), std::move(msg), id});
+    if (sent_.size() > kRemembered) sent_.pop_back();
+  }
 
   RemoteRef ref_of(const Tensor& t) const {
     if (t.nbytes() == 0 && !t.buffer) return {};
@@ -341,7 +451,7 @@ class RpcBackend final : public Backend {
   }
 
   RpcDevice& device_;
-  std::unordered_map<std::string, uint64_t> sent_;  // encoded graph -> the server's id for it
+  std::list<Sent> sent_;  // most recent first
 };
 
 std::unique_ptr<Backend> RpcDevice::create_backend(const BackendOptions&) {
@@ -363,7 +473,9 @@ class RpcFamily final : public BackendFamily {
 
 }  // namespace
 
-TransferStats transfer_stats() { return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused}; }
+TransferStats transfer_stats() {
+  return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused, g_graphs_patched, g_graph_bytes};
+}
 
 std::vector<std::string> parse_endpoints(std::string_view list) {
   std::vector<std::string> out;
@@ -395,6 +507,7 @@ std::unique_ptr<BackendFamily> connect(const ClientOptions& options) {
     if (r.protocol() != kProtocolVersion)
       fail("RPC{} server {} speaks protocol {}, this Loom {}", i, options.endpoints[i], r.protocol(), kProtocolVersion);
     conn->set_cache(r.cache());
+    conn->attach();
     for (int d = 0; d < r.devices_size(); ++d)
       family->devices_.push_back(std::make_unique<RpcDevice>(*conn, static_cast<uint32_t>(d), r.devices(d)));
     family->connections_.push_back(std::move(conn));

@@ -2,7 +2,11 @@
 // server for its devices and returns a backend family whose devices stand
 // for them: RPC0:CPU, RPC1:OpenCL0 (server index, then the server's name).
 // Their buffers live on the server; tensor bytes move in chunks, graphs are
-// sent whole once and then by id while their structure stays the same.
+// sent whole once, then by id while they stay the same, and as patches (the
+// tensors that changed, such as views into the KV cache that move with each
+// token) while their structure stays the same.
+// Each connection holds a session on its server (Attach): when this process
+// ends or dies, the server frees everything it allocated for it.
 // Weights of 1 MiB or more go to a server with a weight cache (rpc-server
 // --cache) as their SHA-256 first; the bytes follow only when it lacks them.
 // Every call has a deadline (ClientOptions::timeout); a server that is gone
@@ -27,6 +31,12 @@ struct ClientOptions {
   std::vector<std::string> endpoints;  // HOST:PORT, one per server
   std::string token;                   // sent with every call when not empty
   std::chrono::milliseconds timeout{60000};
+  // PEM file of the CA that signed the servers' TLS certificates; empty:
+  // plaintext. The certificate must name the host as the client names it.
+  std::string tls_ca;
+  // Send a graph whose structure matches one sent before as patches (off:
+  // every changed graph goes whole; for measurements).
+  bool graph_patches = true;
 };
 
 // Bytes moved to the servers so far, over all connections (for reports).
@@ -36,6 +46,8 @@ struct TransferStats {
   uint64_t bytes_received = 0;  // tensor bytes read back
   uint64_t graphs_sent = 0;     // graphs sent whole
   uint64_t graphs_reused = 0;   // graphs run again by id
+  uint64_t graphs_patched = 0;  // graphs sent as patches of one sent before
+  uint64_t graph_bytes = 0;     // bytes of the compute requests (graphs, ids, patches)
 };
 TransferStats transfer_stats();
 

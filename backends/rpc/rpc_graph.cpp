@@ -75,6 +75,48 @@ bool known_type(uint32_t id) {
   return std::any_of(std::begin(kAllTypes), std::end(kAllTypes), [&](DType t) { return static_cast<uint32_t>(t) == id; });
 }
 
+// The alignment kernels need for a block of a quantized type: they read its
+// fp16 scales as uint16_t fields of the block struct.
+size_t block_alignment(DType type) {
+  switch (type) {
+    case DType::Q8_0: return alignof(BlockQ8_0);
+    case DType::Q4_0: return alignof(BlockQ4_0);
+    case DType::Q4_1: return alignof(BlockQ4_1);
+    case DType::Q5_0: return alignof(BlockQ5_0);
+    case DType::Q5_1: return alignof(BlockQ5_1);
+    case DType::Q2_K: return alignof(BlockQ2_K);
+    case DType::Q3_K: return alignof(BlockQ3_K);
+    case DType::Q4_K: return alignof(BlockQ4_K);
+    case DType::Q5_K: return alignof(BlockQ5_K);
+    case DType::Q6_K: return alignof(BlockQ6_K);
+    case DType::IQ4_NL: return alignof(BlockIQ4_NL);
+    case DType::IQ4_XS: return alignof(BlockIQ4_XS);
+    case DType::MXFP4: return alignof(BlockMXFP4);
+    default: return traits(type).type_size;  // plain types: their element
+  }
+}
+
+// Offsets and strides that kernels can use: elements and blocks at
+// addresses aligned for their C++ types (one misaligned is undefined
+// behaviour, a fuzz finding), and blocks along ne[0] at least a block
+// apart: kernels read a row's blocks as one array, and checked_nbytes
+// counts a row as ne[0] / block_size steps of nb[0].
+void check_alignment(const Tensor& t, uint64_t offset, const std::string& what) {
+  const TypeTraits& tt = traits(t.type);
+  const size_t align = block_alignment(t.type);
+  const char* unit = tt.block_size == 1 ? "elements" : "blocks";
+  if (offset % align != 0)
+    fail("rpc: tensor {}: offset {} is not aligned to the {} bytes its {} {} need", what, offset, align,
+         type_name(t.type), unit);
+  for (int d = 0; d < kMaxDims; ++d)
+    if (t.nb[d] % align != 0)
+      fail("rpc: tensor {}: nb[{}] = {} is not a multiple of the {} bytes its {} {} need", what, d, t.nb[d], align,
+           type_name(t.type), unit);
+  if (tt.block_size != 1 && t.nb[0] < tt.type_size)
+    fail("rpc: tensor {}: nb[0] = {} is less than a {} block ({} bytes): its blocks would overlap", what, t.nb[0],
+         type_name(t.type), tt.type_size);
+}
+
 // Bytes the tensor spans (Tensor::nbytes), computed without overflow.
 size_t checked_nbytes(const Tensor& t, const std::string& what) {
   for (int d = 0; d < kMaxDims; ++d)
@@ -188,17 +230,7 @@ std::unique_ptr<DecodedGraph> decode_graph(const GraphMsg& msg, Device& device, 
     }
     if (t.ne[0] % traits(t.type).block_size != 0)
       fail("rpc: tensor {}: ne[0] = {} is not whole blocks of {}", what, t.ne[0], type_name(t.type));
-    // Kernels load elements of f32, f16, i32, ... as their C++ type: one at
-    // a misaligned address is undefined behaviour (a fuzz finding).
-    if (const TypeTraits& tt = traits(t.type); tt.block_size == 1) {
-      if (m.offset() % tt.type_size != 0)
-        fail("rpc: tensor {}: offset {} is not aligned to its {}-byte {} elements", what, m.offset(), tt.type_size,
-             type_name(t.type));
-      for (int d = 0; d < kMaxDims; ++d)
-        if (t.nb[d] % tt.type_size != 0)
-          fail("rpc: tensor {}: nb[{}] = {} is not a multiple of its {}-byte {} elements", what, d, t.nb[d],
-               tt.type_size, type_name(t.type));
-    }
+    check_alignment(t, m.offset(), what);
     for (int p = 0; p < m.op_params_size(); ++p) t.op_params[p] = m.op_params(p);
 
     const OpInfo& info = op_info(t.op);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <new>
+#include <random>
 
 #include "loom/error.h"
 
@@ -45,44 +46,126 @@ std::string hex(const std::string& bytes) {
 
 }  // namespace
 
+struct Handlers::Session {
+  struct CachedGraph {
+    uint64_t id;
+    uint32_t device;
+    GraphMsg msg;  // as sent: later requests patch it
+    std::unique_ptr<DecodedGraph> graph;
+  };
+
+  std::shared_ptr<Buffer> buffer_at(uint64_t handle) const {
+    auto it = buffers.find(handle);
+    return it == buffers.end() ? nullptr : it->second;
+  }
+  // The buffer of `range`, with the range checked against its size.
+  std::shared_ptr<Buffer> checked_range(const BytesRange& range, grpc::Status& status) const {
+    std::shared_ptr<Buffer> b = buffer_at(range.buffer());
+    if (!b) {
+      status = {grpc::StatusCode::NOT_FOUND, fmt::format("no buffer {}", range.buffer())};
+      return nullptr;
+    }
+    if (range.offset() > b->size() || range.size() > b->size() - range.offset()) {
+      status = invalid(fmt::format("{} bytes at offset {} do not fit in buffer {} of {} bytes", range.size(),
+                                   range.offset(), range.buffer(), b->size()));
+      return nullptr;
+    }
+    return b;
+  }
+
+  std::mutex mutex;  // one request of this session at a time touches the state below
+  std::map<uint64_t, std::shared_ptr<Buffer>> buffers;
+  uint64_t next_handle = 1;
+  std::vector<std::unique_ptr<Backend>> backends;  // per device, made on first use
+  std::list<CachedGraph> graphs;                   // most recent first
+  uint64_t next_graph_id = 1;
+};
+
 Handlers::Handlers(std::vector<Device*> devices, ServiceOptions options)
-    : devices_(std::move(devices)), options_(options), backends_(devices_.size()) {}
+    : devices_(std::move(devices)), options_(options) {
+  for (size_t i = 0; i < devices_.size(); ++i) device_mutex_.push_back(std::make_unique<std::mutex>());
+}
 
 Handlers::~Handlers() = default;
 
-size_t Handlers::n_buffers() const {
+grpc::Status Handlers::open_session(uint64_t& id) {
   std::lock_guard lock(mutex_);
-  return buffers_.size();
+  if (sessions_.size() >= options_.max_sessions)
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            fmt::format("this server has {} sessions open, its limit", sessions_.size())};
+  // Random ids: a client cannot guess another's.
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  do id = random();
+  while (id == 0 || sessions_.count(id));
+  auto session = std::make_shared<Session>();
+  session->backends.resize(devices_.size());
+  sessions_.emplace(id, std::move(session));
+  return grpc::Status::OK;
+}
+
+SessionEnd Handlers::close_session(uint64_t id) {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return {};
+    session = std::move(it->second);
+    sessions_.erase(it);
+    ++sessions_ended_;
+  }
+  // A request of the session still running finishes first; one that starts
+  // later finds no session. Buffers its graphs or backends hold go with them.
+  std::lock_guard lock(session->mutex);
+  SessionEnd end;
+  for (const auto& [handle, buffer] : session->buffers) {
+    ++end.buffers;
+    end.bytes += buffer->size();
+  }
+  session->graphs.clear();
+  session->buffers.clear();
+  session->backends.clear();
+  return end;
+}
+
+std::shared_ptr<Handlers::Session> Handlers::session_at(uint64_t id, grpc::Status& status) const {
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) return it->second;
+  status = {grpc::StatusCode::FAILED_PRECONDITION,
+            id == 0 ? std::string("no session: open one with Attach first")
+                    : fmt::format("no session {} (it ended, or never began)", id)};
+  return nullptr;
+}
+
+size_t Handlers::n_buffers() const {
+  StatsReply r;
+  (void)stats(r);
+  return r.buffers();
+}
+
+grpc::Status Handlers::stats(StatsReply& reply) const {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, s] : sessions_) sessions.push_back(s);
+    reply.set_sessions(sessions_.size());
+    reply.set_sessions_ended(sessions_ended_);
+  }
+  uint64_t buffers = 0, bytes = 0;
+  for (const auto& s : sessions) {
+    std::lock_guard lock(s->mutex);
+    buffers += s->buffers.size();
+    for (const auto& [handle, b] : s->buffers) bytes += b->size();
+  }
+  reply.set_buffers(buffers);
+  reply.set_buffer_bytes(bytes);
+  return grpc::Status::OK;
 }
 
 Device* Handlers::device_at(uint32_t index, grpc::Status& status) const {
   if (index < devices_.size()) return devices_[index];
   status = invalid(fmt::format("no device {} (this server has {})", index, devices_.size()));
   return nullptr;
-}
-
-std::shared_ptr<Buffer> Handlers::buffer_at(uint64_t handle) const {
-  auto it = buffers_.find(handle);
-  return it == buffers_.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<Buffer> Handlers::checked_range(const BytesRange& range, grpc::Status& status) const {
-  std::shared_ptr<Buffer> b = buffer_at(range.buffer());
-  if (!b) {
-    status = {grpc::StatusCode::NOT_FOUND, fmt::format("no buffer {}", range.buffer())};
-    return nullptr;
-  }
-  if (range.offset() > b->size() || range.size() > b->size() - range.offset()) {
-    status = invalid(fmt::format("{} bytes at offset {} do not fit in buffer {} of {} bytes", range.size(),
-                                 range.offset(), range.buffer(), b->size()));
-    return nullptr;
-  }
-  return b;
-}
-
-Backend& Handlers::backend_for(uint32_t device) {
-  if (!backends_[device]) backends_[device] = devices_[device]->create_backend();
-  return *backends_[device];
 }
 
 grpc::Status Handlers::hello(HelloReply& reply) {
@@ -128,7 +211,6 @@ grpc::Status Handlers::supports_op(const SupportsOpRequest& request, SupportsOpR
     for (const TensorMsg& t : request.graph().tensors())
       if (t.buffer() != 0) return invalid("supports_op: tensors must not name buffers");
     try {
-      std::lock_guard lock(mutex_);
       decode_graph(request.graph(), *d, nullptr);
       reply.set_supported(true);
     } catch (const Error&) {
@@ -138,7 +220,18 @@ grpc::Status Handlers::supports_op(const SupportsOpRequest& request, SupportsOpR
   });
 }
 
-grpc::Status Handlers::alloc(const AllocRequest& request, AllocReply& reply) {
+template <class F>
+grpc::Status Handlers::in_session(uint64_t id, F&& f) {
+  return guarded([&] {
+    grpc::Status status;
+    std::shared_ptr<Session> session = session_at(id, status);
+    if (!session) return status;
+    std::lock_guard lock(session->mutex);
+    return f(*session);
+  });
+}
+
+grpc::Status Handlers::alloc(uint64_t session, const AllocRequest& request, AllocReply& reply) {
   return guarded([&] {
     grpc::Status status;
     Device* d = device_at(request.device(), status);
@@ -147,45 +240,46 @@ grpc::Status Handlers::alloc(const AllocRequest& request, AllocReply& reply) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           fmt::format("{} bytes is more than this server allocates at once ({})", request.size(),
                                       options_.max_alloc));
+    std::shared_ptr<Session> owner = session_at(session, status);
+    if (!owner) return status;
     std::shared_ptr<Buffer> b;
     try {
       b = d->default_buffer_type().alloc(request.size());
     } catch (const Error& e) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, e.what());
     }
-    std::lock_guard lock(mutex_);
-    const uint64_t handle = next_handle_++;
-    buffers_.emplace(handle, std::move(b));
+    std::lock_guard lock(owner->mutex);
+    const uint64_t handle = owner->next_handle++;
+    owner->buffers.emplace(handle, std::move(b));
     reply.set_buffer(handle);
     return grpc::Status::OK;
   });
 }
 
-grpc::Status Handlers::free(const BufferRef& request) {
-  std::lock_guard lock(mutex_);
-  if (!buffers_.erase(request.buffer()))
-    return {grpc::StatusCode::NOT_FOUND, fmt::format("no buffer {}", request.buffer())};
-  // Cached graphs may hold the buffer: the client's next graph is sent whole.
-  graphs_.clear();
-  return grpc::Status::OK;
+grpc::Status Handlers::free(uint64_t session, const BufferRef& request) {
+  return in_session(session, [&](Session& s) {
+    if (!s.buffers.erase(request.buffer()))
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, fmt::format("no buffer {}", request.buffer()));
+    // Cached graphs may hold the buffer: the client's next graph is sent whole.
+    s.graphs.clear();
+    return grpc::Status::OK;
+  });
 }
 
-grpc::Status Handlers::clear(const ClearRequest& request) {
-  return guarded([&] {
+grpc::Status Handlers::clear(uint64_t session, const ClearRequest& request) {
+  return in_session(session, [&](Session& s) {
     if (request.value() > 255) return invalid(fmt::format("clear value {} is not a byte", request.value()));
-    std::lock_guard lock(mutex_);
-    std::shared_ptr<Buffer> b = buffer_at(request.buffer());
+    std::shared_ptr<Buffer> b = s.buffer_at(request.buffer());
     if (!b) return grpc::Status(grpc::StatusCode::NOT_FOUND, fmt::format("no buffer {}", request.buffer()));
     b->clear(static_cast<uint8_t>(request.value()));
     return grpc::Status::OK;
   });
 }
 
-grpc::Status Handlers::set_bytes(const BytesRange& range, uint64_t done, const std::string& data) {
-  return guarded([&] {
-    std::lock_guard lock(mutex_);
+grpc::Status Handlers::set_bytes(uint64_t session, const BytesRange& range, uint64_t done, const std::string& data) {
+  return in_session(session, [&](Session& s) {
     grpc::Status status;
-    std::shared_ptr<Buffer> b = checked_range(range, status);
+    std::shared_ptr<Buffer> b = s.checked_range(range, status);
     if (!b) return status;
     if (done > range.size() || data.size() > range.size() - done)
       return invalid(fmt::format("set: chunk of {} bytes after {} overruns the transfer of {} bytes", data.size(),
@@ -197,22 +291,25 @@ grpc::Status Handlers::set_bytes(const BytesRange& range, uint64_t done, const s
   });
 }
 
-grpc::Status Handlers::get_bytes(const BytesRange& range, const std::function<bool(const Chunk&)>& write) {
+grpc::Status Handlers::get_bytes(uint64_t session, const BytesRange& range,
+                                 const std::function<bool(const Chunk&)>& write) {
   return guarded([&] {
     Chunk chunk;
     for (uint64_t done = 0; done < range.size() || (done == 0 && range.size() == 0);) {
       const size_t n = std::min<uint64_t>(kChunkBytes, range.size() - done);
-      {
-        std::lock_guard lock(mutex_);
+      // The session is locked per chunk, not while the client reads.
+      grpc::Status status = in_session(session, [&](Session& s) {
         grpc::Status status;
-        std::shared_ptr<Buffer> b = checked_range(range, status);
+        std::shared_ptr<Buffer> b = s.checked_range(range, status);
         if (!b) return status;
         chunk.mutable_data()->resize(n);
         if (n) {
           Tensor t = at(*b, range.offset() + done);
           b->get_tensor(t, chunk.mutable_data()->data(), 0, n);
         }
-      }
+        return grpc::Status::OK;
+      });
+      if (!status.ok()) return status;
       if (!write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "the client stopped reading");
       done += n;
       if (n == 0) break;
@@ -221,13 +318,12 @@ grpc::Status Handlers::get_bytes(const BytesRange& range, const std::function<bo
   });
 }
 
-grpc::Status Handlers::set_from_cache(const CachedBytes& request, CacheReply& reply) {
-  return guarded([&] {
+grpc::Status Handlers::set_from_cache(uint64_t session, const CachedBytes& request, CacheReply& reply) {
+  return in_session(session, [&](Session& s) {
+    grpc::Status status;
     reply.set_hit(false);
     if (options_.cache_dir.empty() || request.sha256().size() != 32) return grpc::Status::OK;
-    std::lock_guard lock(mutex_);
-    grpc::Status status;
-    std::shared_ptr<Buffer> b = checked_range(request.range(), status);
+    std::shared_ptr<Buffer> b = s.checked_range(request.range(), status);
     if (!b) return status;
     const auto path = std::filesystem::path(options_.cache_dir) / (hex(request.sha256()) + ".bin");
     std::error_code ec;
@@ -246,20 +342,20 @@ grpc::Status Handlers::set_from_cache(const CachedBytes& request, CacheReply& re
   });
 }
 
-grpc::Status Handlers::cache_store(const BytesRange& range, const std::string& sha256) {
-  return guarded([&] {
+grpc::Status Handlers::cache_store(uint64_t session, const BytesRange& range, const std::string& sha256) {
+  return in_session(session, [&](Session& s) {
+    grpc::Status status;
     if (options_.cache_dir.empty() || range.size() < kMinCachedBytes) return grpc::Status::OK;
     if (sha256.size() != 32) return invalid(fmt::format("a SHA-256 has 32 bytes, not {}", sha256.size()));
-    std::lock_guard lock(mutex_);
-    grpc::Status status;
-    std::shared_ptr<Buffer> b = checked_range(range, status);
+    std::shared_ptr<Buffer> b = s.checked_range(range, status);
     if (!b) return status;
     const auto dir = std::filesystem::path(options_.cache_dir);
     const auto path = dir / (hex(sha256) + ".bin");
     if (std::filesystem::exists(path)) return grpc::Status::OK;
     // Hash what arrived, not what the client claims: a wrong claim is refused
-    // and never names a file.
-    const auto tmp = dir / (hex(sha256) + ".tmp");
+    // and never names a file. The temporary file is the session's own, as
+    // two sessions may store the same weights at once.
+    const auto tmp = dir / fmt::format("{}.{:016x}.tmp", hex(sha256), session);
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr);
@@ -285,12 +381,11 @@ grpc::Status Handlers::cache_store(const BytesRange& range, const std::string& s
   });
 }
 
-grpc::Status Handlers::memset(const MemsetRequest& request) {
-  return guarded([&] {
-    if (request.value() > 255) return invalid(fmt::format("memset value {} is not a byte", request.value()));
-    std::lock_guard lock(mutex_);
+grpc::Status Handlers::memset(uint64_t session, const MemsetRequest& request) {
+  return in_session(session, [&](Session& s) {
     grpc::Status status;
-    std::shared_ptr<Buffer> b = checked_range(request.range(), status);
+    if (request.value() > 255) return invalid(fmt::format("memset value {} is not a byte", request.value()));
+    std::shared_ptr<Buffer> b = s.checked_range(request.range(), status);
     if (!b) return status;
     if (request.range().size() == 0) return grpc::Status::OK;
     Tensor t = at(*b, request.range().offset());
@@ -299,59 +394,79 @@ grpc::Status Handlers::memset(const MemsetRequest& request) {
   });
 }
 
-grpc::Status Handlers::copy(const CopyRequest& request) {
-  return guarded([&] {
-    std::lock_guard lock(mutex_);
+grpc::Status Handlers::copy(uint64_t session, const CopyRequest& request) {
+  return in_session(session, [&](Session& s) {
     grpc::Status status;
-    std::shared_ptr<Buffer> src = checked_range(request.src(), status);
+    std::shared_ptr<Buffer> src = s.checked_range(request.src(), status);
     if (!src) return status;
     BytesRange dst_range;
     dst_range.set_buffer(request.dst_buffer());
     dst_range.set_offset(request.dst_offset());
     dst_range.set_size(request.src().size());
-    std::shared_ptr<Buffer> dst = checked_range(dst_range, status);
+    std::shared_ptr<Buffer> dst = s.checked_range(dst_range, status);
     if (!dst) return status;
     // Staged through the host: correct for any two buffers, overlapping too.
     std::string bytes(request.src().size(), '\0');
     for (uint64_t done = 0; done < bytes.size(); done += kChunkBytes) {
       const size_t n = std::min<uint64_t>(kChunkBytes, bytes.size() - done);
-      Tensor s = at(*src, request.src().offset() + done);
-      src->get_tensor(s, bytes.data() + done, 0, n);
+      Tensor t = at(*src, request.src().offset() + done);
+      src->get_tensor(t, bytes.data() + done, 0, n);
     }
     for (uint64_t done = 0; done < bytes.size(); done += kChunkBytes) {
       const size_t n = std::min<uint64_t>(kChunkBytes, bytes.size() - done);
-      Tensor d = at(*dst, request.dst_offset() + done);
-      dst->set_tensor(d, bytes.data() + done, 0, n);
+      Tensor t = at(*dst, request.dst_offset() + done);
+      dst->set_tensor(t, bytes.data() + done, 0, n);
     }
     return grpc::Status::OK;
   });
 }
 
-grpc::Status Handlers::compute(const ComputeRequest& request, ComputeReply& reply) {
-  return guarded([&] {
-    std::lock_guard lock(mutex_);
-    DecodedGraph* graph = nullptr;
-    uint32_t device = 0;
+grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, ComputeReply& reply) {
+  return in_session(session, [&](Session& s) {
+    grpc::Status status;
+    auto lookup = [&](uint64_t handle) { return s.buffer_at(handle); };
     if (request.graph_id() != 0) {
-      auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const CachedGraph& g) { return g.id == request.graph_id(); });
-      if (it == graphs_.end())
+      auto it = std::find_if(s.graphs.begin(), s.graphs.end(),
+                             [&](const Session::CachedGraph& g) { return g.id == request.graph_id(); });
+      if (it == s.graphs.end())
         return grpc::Status(grpc::StatusCode::NOT_FOUND, fmt::format("no cached graph {}", request.graph_id()));
-      graphs_.splice(graphs_.begin(), graphs_, it);
+      if (request.patches_size() == 0) {
+        s.graphs.splice(s.graphs.begin(), s.graphs, it);
+      } else {
+        // The graph sent before with some tensors replaced: a new graph,
+        // checked in full.
+        if (request.has_graph()) return invalid("compute: patches go with a graph id, not with a graph");
+        GraphMsg msg = it->msg;
+        for (const TensorPatch& p : request.patches()) {
+          if (p.index() < 0 || p.index() >= msg.tensors_size())
+            return invalid(fmt::format("compute: patch of tensor #{} in graph {} of {} tensors", p.index(),
+                                       request.graph_id(), msg.tensors_size()));
+          *msg.mutable_tensors(p.index()) = p.tensor();
+        }
+        const uint32_t device = it->device;
+        auto decoded = decode_graph(msg, *devices_[device], lookup);
+        s.graphs.push_front({s.next_graph_id++, device, std::move(msg), std::move(decoded)});
+      }
     } else {
-      grpc::Status status;
-      device = request.graph().device();
+      if (request.patches_size() != 0) return invalid("compute: patches need the id of the graph they patch");
+      const uint32_t device = request.graph().device();
       if (!device_at(device, status)) return status;
-      auto decoded = decode_graph(request.graph(), *devices_[device],
-                                  [&](uint64_t handle) { return buffer_at(handle); });
-      graphs_.push_front({next_graph_id_++, device, std::move(decoded)});
-      while (graphs_.size() > std::max<size_t>(options_.graph_cache, 1)) graphs_.pop_back();
+      auto decoded = decode_graph(request.graph(), *devices_[device], lookup);
+      s.graphs.push_front({s.next_graph_id++, device, request.graph(), std::move(decoded)});
     }
-    CachedGraph& cached = graphs_.front();
-    graph = cached.graph.get();
-    device = cached.device;
-    Backend& backend = backend_for(device);
-    backend.compute(graph->graph);
-    backend.synchronize();
+    while (s.graphs.size() > std::max<size_t>(options_.graph_cache, 1)) s.graphs.pop_back();
+    Session::CachedGraph& cached = s.graphs.front();
+    std::unique_ptr<Backend>& backend = s.backends[cached.device];
+    if (!backend) backend = devices_[cached.device]->create_backend();
+    {
+      // Sessions compute at once on the CPU (each has its own backend and
+      // threads); other devices take one graph at a time.
+      std::unique_lock<std::mutex> device_lock;
+      if (devices_[cached.device]->type() != DeviceType::CPU)
+        device_lock = std::unique_lock(*device_mutex_[cached.device]);
+      backend->compute(cached.graph->graph);
+      backend->synchronize();
+    }
     reply.set_graph_id(cached.id);
     return grpc::Status::OK;
   });

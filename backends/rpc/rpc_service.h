@@ -4,7 +4,14 @@
 // request, NOT_FOUND for an unknown buffer, RESOURCE_EXHAUSTED for an
 // allocation that fails. No request, however malformed, reaches memory
 // outside the buffers it names. rpc_server.cpp puts these handlers behind
-// gRPC; the fuzz target (tests/fuzz/rpc_service.cpp) calls them directly.
+// gRPC; the fuzz target (tests/fuzz/rpc_handlers.cpp) calls them directly.
+//
+// Buffers and graphs belong to a session (open_session .. close_session):
+// a handler that touches them names its session and sees only that
+// session's handles; close_session frees them all. Each session has its own
+// lock and its own backends, so sessions run concurrently; compute on a
+// device other than the CPU is still serialised per device (its runtime's
+// queues are not known to be safe to share between backends).
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -24,7 +31,7 @@
 namespace loom::rpc {
 
 // Bumped when the messages change meaning; Hello reports it.
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 // Bytes per SetBytes / GetBytes chunk (below gRPC's 4 MiB message limit).
 inline constexpr size_t kChunkBytes = size_t{1} << 20;
 
@@ -33,6 +40,8 @@ struct ServiceOptions {
   size_t max_alloc = SIZE_MAX;
   // Graphs the server keeps so that a client can run them again by id.
   size_t graph_cache = 8;
+  // Sessions open at once; more are refused (RESOURCE_EXHAUSTED).
+  size_t max_sessions = 64;
   // Weight cache directory (empty: none): transfers of at least
   // kMinCachedBytes that carry a SHA-256 are kept there as <hex>.bin.
   std::string cache_dir;
@@ -41,53 +50,60 @@ struct ServiceOptions {
 // The smallest transfer the weight cache keeps.
 inline constexpr size_t kMinCachedBytes = size_t{1} << 20;
 
+// What a session held when it ended.
+struct SessionEnd {
+  size_t buffers = 0;
+  uint64_t bytes = 0;
+};
+
 class Handlers {
  public:
   Handlers(std::vector<Device*> devices, ServiceOptions options = {});
   ~Handlers();
 
+  // A new session's id (never 0), or RESOURCE_EXHAUSTED when max_sessions are open.
+  grpc::Status open_session(uint64_t& id);
+  // Frees everything the session holds; an unknown id ends nothing.
+  SessionEnd close_session(uint64_t id);
+
   grpc::Status hello(HelloReply& reply);
+  grpc::Status stats(StatsReply& reply) const;
   grpc::Status memory(const DeviceRef& request, MemoryReply& reply);
   grpc::Status supports_op(const SupportsOpRequest& request, SupportsOpReply& reply);
-  grpc::Status alloc(const AllocRequest& request, AllocReply& reply);
-  grpc::Status free(const BufferRef& request);
-  grpc::Status clear(const ClearRequest& request);
+  grpc::Status alloc(uint64_t session, const AllocRequest& request, AllocReply& reply);
+  grpc::Status free(uint64_t session, const BufferRef& request);
+  grpc::Status clear(uint64_t session, const ClearRequest& request);
   // One SetBytes chunk: `range` is the whole transfer, `done` the bytes of it
   // already written; `data` goes after them.
-  grpc::Status set_bytes(const BytesRange& range, uint64_t done, const std::string& data);
+  grpc::Status set_bytes(uint64_t session, const BytesRange& range, uint64_t done, const std::string& data);
   // Calls `write` for each chunk of the range; a false return stops (the client left).
-  grpc::Status get_bytes(const BytesRange& range, const std::function<bool(const Chunk&)>& write);
+  grpc::Status get_bytes(uint64_t session, const BytesRange& range, const std::function<bool(const Chunk&)>& write);
   // Fills the range from the weight cache when it holds `sha256`.
-  grpc::Status set_from_cache(const CachedBytes& request, CacheReply& reply);
+  grpc::Status set_from_cache(uint64_t session, const CachedBytes& request, CacheReply& reply);
   // After a SetBytes transfer that named a hash: reads the range back,
   // checks its SHA-256 and keeps it in the cache (no-op without a cache).
-  grpc::Status cache_store(const BytesRange& range, const std::string& sha256);
-  grpc::Status memset(const MemsetRequest& request);
-  grpc::Status copy(const CopyRequest& request);
-  grpc::Status compute(const ComputeRequest& request, ComputeReply& reply);
+  grpc::Status cache_store(uint64_t session, const BytesRange& range, const std::string& sha256);
+  grpc::Status memset(uint64_t session, const MemsetRequest& request);
+  grpc::Status copy(uint64_t session, const CopyRequest& request);
+  grpc::Status compute(uint64_t session, const ComputeRequest& request, ComputeReply& reply);
 
-  size_t n_buffers() const;
+  size_t n_buffers() const;  // over all sessions
 
  private:
-  struct CachedGraph {
-    uint64_t id;
-    uint32_t device;
-    std::unique_ptr<DecodedGraph> graph;
-  };
+  struct Session;
   Device* device_at(uint32_t index, grpc::Status& status) const;
-  std::shared_ptr<Buffer> buffer_at(uint64_t handle) const;  // null if unknown
-  // The buffer of `range`, with the range checked against its size.
-  std::shared_ptr<Buffer> checked_range(const BytesRange& range, grpc::Status& status) const;
-  Backend& backend_for(uint32_t device);
+  std::shared_ptr<Session> session_at(uint64_t id, grpc::Status& status) const;
+  // Runs f(session) with the session locked, or answers why there is none.
+  template <class F>
+  grpc::Status in_session(uint64_t id, F&& f);
 
   std::vector<Device*> devices_;
   ServiceOptions options_;
-  mutable std::mutex mutex_;  // one request at a time touches the state below
-  std::map<uint64_t, std::shared_ptr<Buffer>> buffers_;
-  uint64_t next_handle_ = 1;
-  std::vector<std::unique_ptr<Backend>> backends_;
-  std::list<CachedGraph> graphs_;  // most recent first
-  uint64_t next_graph_id_ = 1;
+  mutable std::mutex mutex_;  // guards sessions_ and the counters
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_;
+  uint64_t sessions_ended_ = 0;
+  // Compute on a device other than the CPU: one session at a time.
+  std::vector<std::unique_ptr<std::mutex>> device_mutex_;
 };
 
 }  // namespace loom::rpc

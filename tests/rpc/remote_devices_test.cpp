@@ -2,19 +2,31 @@
 // inside this process, serving the CPU, and a client that uses them as
 // RPC0:CPU and RPC1:CPU. The ops conform through them, a model split over
 // CPU + RPC0 + RPC1 gives the CPU's logits, a server that goes away gives
-// an error naming it, and a wrong token is refused.
+// an error naming it, and a wrong token is refused. Sessions: a client that
+// goes away without freeing leaves no buffers behind, and two clients run
+// at once. Graphs of the same structure travel as patches; TLS with a
+// certificate made at test time.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <atomic>
+#include <thread>
 
 #include "conformance/conformance.h"
 #include "loom/error.h"
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "loom_rpc.grpc.pb.h"
 #include "rpc_client.h"
 #include "rpc_server.h"
 
@@ -31,12 +43,23 @@ std::unique_ptr<rpc::Server> start_server(std::string token = "") {
 
 std::string endpoint(const rpc::Server& s) { return "127.0.0.1:" + std::to_string(s.port()); }
 
-std::unique_ptr<BackendFamily> connect(std::vector<std::string> endpoints, std::string token = "") {
+rpc::ClientOptions client_options(std::vector<std::string> endpoints, std::string token = "") {
   rpc::ClientOptions o;
   o.endpoints = std::move(endpoints);
   o.token = std::move(token);
   o.timeout = std::chrono::seconds(20);
-  return rpc::connect(o);
+  return o;
+}
+
+std::unique_ptr<BackendFamily> connect(std::vector<std::string> endpoints, std::string token = "") {
+  return rpc::connect(client_options(std::move(endpoints), std::move(token)));
+}
+
+// Waits up to 20 s for `done` (a server noticing a client is gone happens
+// on its own threads); whether it happened is the caller's to assert.
+bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 200 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return done();
 }
 
 class RemoteDevices : public ::testing::Test {
@@ -160,11 +183,260 @@ TEST_F(RemoteDevices, ModelSplitOverCpuAndTwoServersMatchesTheCpu) {
   // The same CPU kernels on both sides: equal but for summation order.
   EXPECT_LT(err / (*hi - *lo), 1e-5);
   EXPECT_GT(after.graphs_sent, before.graphs_sent);
-  std::printf("[ split ] max |logit difference| / range %.2g; graphs sent %llu, run again by id %llu\n",
+  EXPECT_GT(after.graphs_patched, before.graphs_patched);  // the tokens after the prompt
+  std::printf("[ split ] max |logit difference| / range %.2g; graphs sent %llu, as patches %llu, run again by id %llu\n",
               err / (*hi - *lo), static_cast<unsigned long long>(after.graphs_sent - before.graphs_sent),
+              static_cast<unsigned long long>(after.graphs_patched - before.graphs_patched),
               static_cast<unsigned long long>(after.graphs_reused - before.graphs_reused));
   m.reset();
   std::filesystem::remove(path);
+}
+
+// Bytes on the wire per generated token, with every layer on RPC0: graphs
+// sent whole each token (their KV views move) against patches of the graph
+// before. Equal logits either way.
+TEST(RemoteGraphs, SameStructureGraphsTravelAsPatches) {
+  auto server = start_server();
+  const std::string path = model_file("patches");
+  Device& cpu = Registry::get().cpu();
+  double per_token[2];
+  std::vector<float> logits[2];
+  for (int patches = 0; patches < 2; ++patches) {
+    rpc::ClientOptions o = client_options({endpoint(*server)});
+    o.graph_patches = patches;
+    auto family = rpc::connect(o);
+    auto m = Model::load(path, {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 99}});
+    Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+    const std::vector<int32_t> prompt = {1, 17, 120};
+    s.decode(prompt);
+    const int32_t first = 4;  // its graph has a new structure (the prompt's had 3 tokens): it goes whole
+    s.decode(std::span<const int32_t>(&first, 1));
+    const rpc::TransferStats before = rpc::transfer_stats();
+    constexpr int kTokens = 8;
+    for (int32_t next = 5; next < 5 + kTokens; ++next)
+      logits[patches] = s.decode(std::span<const int32_t>(&next, 1));
+    const rpc::TransferStats after = rpc::transfer_stats();
+    per_token[patches] =
+        double(after.graph_bytes - before.graph_bytes + after.bytes_sent - before.bytes_sent) / kTokens;
+    if (patches) EXPECT_EQ(after.graphs_patched - before.graphs_patched, uint64_t{kTokens});
+    else EXPECT_EQ(after.graphs_patched, before.graphs_patched);
+  }
+  EXPECT_LT(per_token[1], per_token[0]);
+  EXPECT_EQ(logits[0], logits[1]);
+  std::printf("[ patches ] bytes sent per token (graphs + inputs), 3-layer model all on RPC0: whole graphs %.0f, "
+              "patches %.0f (%.1fx fewer)\n",
+              per_token[0], per_token[1], per_token[0] / per_token[1]);
+  std::filesystem::remove(path);
+}
+
+// A client that goes away without freeing anything (its session stream
+// ends, as when its process dies) leaves no buffers on the server.
+TEST(RemoteSessions, AClientThatGoesAwayLeavesNoBuffers) {
+  auto server = start_server();
+  auto channel = grpc::CreateChannel(endpoint(*server), grpc::InsecureChannelCredentials());
+  auto stub = rpc::Remote::NewStub(channel);
+  grpc::ClientContext attach_context;
+  auto attach = stub->Attach(&attach_context, rpc::AttachRequest());
+  rpc::SessionEvent event;
+  ASSERT_TRUE(attach->Read(&event));
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext c;
+    c.AddMetadata(rpc::kSessionKey, std::to_string(event.session()));
+    rpc::AllocRequest q;
+    q.set_size(1 << 20);
+    rpc::AllocReply r;
+    ASSERT_TRUE(stub->Alloc(&c, q, &r).ok());
+  }
+  EXPECT_EQ(server->handlers().n_buffers(), 3u);
+  attach_context.TryCancel();  // the connection's end, seen by the server as a dead client's
+  (void)attach->Finish();
+  EXPECT_TRUE(eventually([&] { return server->handlers().n_buffers() == 0; }));
+  rpc::StatsReply stats;
+  ASSERT_TRUE(server->handlers().stats(stats).ok());
+  EXPECT_EQ(stats.sessions(), 0u);
+  EXPECT_EQ(stats.sessions_ended(), 1u);
+  // The session's id opens nothing any more.
+  grpc::ClientContext c;
+  c.AddMetadata(rpc::kSessionKey, std::to_string(event.session()));
+  rpc::AllocRequest q;
+  q.set_size(16);
+  rpc::AllocReply r;
+  EXPECT_EQ(stub->Alloc(&c, q, &r).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// A TCP relay between one client and a server that can freeze: it stops
+// passing bytes but keeps both connections open, as a client machine that
+// lost power or its network does.
+class FreezableRelay {
+ public:
+  explicit FreezableRelay(int server_port) : server_port_(server_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("relay: cannot listen");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { relay(); });
+  }
+  ~FreezableRelay() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    for (int fd : {listener_, client_, server_})
+      if (fd >= 0) ::close(fd);
+  }
+  int port() const { return port_; }
+  void freeze() { frozen_ = true; }
+
+ private:
+  void relay() {
+    pollfd accept_fd{listener_, POLLIN, 0};
+    while (!stop_ && ::poll(&accept_fd, 1, 50) == 0) {
+    }
+    if (stop_) return;
+    client_ = ::accept(listener_, nullptr, nullptr);
+    server_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(server_port_));
+    if (client_ < 0 || ::connect(server_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    char buf[65536];
+    while (!stop_) {
+      pollfd fds[2] = {{client_, POLLIN, 0}, {server_, POLLIN, 0}};
+      if (frozen_ || ::poll(fds, 2, 50) <= 0) {
+        if (frozen_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      for (int i = 0; i < 2; ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP)) {
+          const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+          if (n <= 0) return;
+          for (ssize_t done = 0; done < n;) {
+            const ssize_t w = ::write(fds[1 - i].fd, buf + done, n - done);
+            if (w <= 0) return;
+            done += w;
+          }
+        }
+    }
+  }
+
+  int server_port_, port_ = 0;
+  int listener_ = -1, client_ = -1, server_ = -1;
+  std::atomic<bool> stop_{false}, frozen_{false};
+  std::thread thread_;
+};
+
+// A client that stops answering without closing its connection: the
+// server's keepalive pings go unanswered, the connection is dropped, and
+// the session's buffers are freed (keepalive 1 s here, 10 s by default).
+TEST(RemoteSessions, AClientThatFallsSilentLosesItsSessionAfterKeepalive) {
+  rpc::ServerOptions o;
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  o.keepalive_seconds = 1;
+  rpc::Server server(o);
+  FreezableRelay relay(server.port());
+  auto stub = rpc::Remote::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(relay.port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext attach_context;
+  auto attach = stub->Attach(&attach_context, rpc::AttachRequest());
+  rpc::SessionEvent event;
+  ASSERT_TRUE(attach->Read(&event));
+  grpc::ClientContext c;
+  c.AddMetadata(rpc::kSessionKey, std::to_string(event.session()));
+  rpc::AllocRequest q;
+  q.set_size(1 << 20);
+  rpc::AllocReply r;
+  ASSERT_TRUE(stub->Alloc(&c, q, &r).ok());
+  EXPECT_EQ(server.handlers().n_buffers(), 1u);
+  relay.freeze();
+  EXPECT_TRUE(eventually([&] { return server.handlers().n_buffers() == 0; }));
+  attach_context.TryCancel();
+  (void)attach->Finish();
+}
+
+// Two clients of one server at once, each with its own session: both get
+// the CPU's logits, and their buffers go when they disconnect.
+TEST(RemoteSessions, TwoClientsRunAtOnce) {
+  auto server = start_server();
+  const std::string path = model_file("two");
+  Device& cpu = Registry::get().cpu();
+  const std::vector<float> want = run(*Model::load(path, {&cpu}));
+  std::vector<float> got[2];
+  std::string errors[2];
+  {
+    std::thread clients[2];
+    for (int i = 0; i < 2; ++i)
+      clients[i] = std::thread([&, i] {
+        try {
+          auto family = connect({endpoint(*server)});
+          auto m = Model::load(path, {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 99}});
+          got[i] = run(*m);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    for (std::thread& t : clients) t.join();
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(errors[i], "");
+    ASSERT_EQ(got[i].size(), want.size());
+    const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+    for (size_t k = 0; k < want.size(); ++k) ASSERT_NEAR(got[i][k], want[k], 1e-5 * (*hi - *lo)) << "client " << i;
+  }
+  EXPECT_TRUE(eventually([&] { return server->handlers().n_buffers() == 0; }));
+  std::filesystem::remove(path);
+}
+
+TEST(RemoteTls, AServerWithACertificateSpeaksTlsOnly) {
+  const auto dir = std::filesystem::temp_directory_path() / ("loom_rpc_tls_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  const std::string make_cert =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+      "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key + " -out " + cert + " 2>/dev/null";
+  if (std::system(make_cert.c_str()) != 0) GTEST_SKIP() << "the openssl command could not make a certificate";
+  rpc::ServerOptions o;
+  o.port = 0;
+  o.devices = {&Registry::get().cpu()};
+  o.tls_cert = cert;
+  o.tls_key = key;
+  rpc::Server server(o);
+  rpc::ClientOptions c = client_options({endpoint(server)});
+  c.tls_ca = cert;
+  auto family = rpc::connect(c);
+  ASSERT_EQ(family->devices().size(), 1u);
+  {
+    Tensor t;  // holds its buffer, which must go before the family
+    t.ne = {64, 1, 1, 1};
+    set_contiguous_strides(t);
+    family->devices()[0]->default_buffer_type().alloc(t.nbytes())->place(t, 0);
+    std::vector<float> data(64, 2.5f), back(64);
+    tensor_set(t, data.data(), 0, t.nbytes());
+    tensor_get(t, back.data(), 0, t.nbytes());
+    EXPECT_EQ(back, data);
+  }
+  // Plaintext to a TLS server, and TLS trusting another certificate, fail.
+  c.tls_ca.clear();
+  c.timeout = std::chrono::seconds(5);
+  EXPECT_THROW(rpc::connect(c), Error);
+  const std::string other = (dir / "other.pem").string();
+  const std::string make_other = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout " +
+                                 (dir / "other.key").string() + " -out " + other + " 2>/dev/null";
+  ASSERT_EQ(std::system(make_other.c_str()), 0);
+  c.tls_ca = other;
+  EXPECT_THROW(rpc::connect(c), Error);
+  // TLS alone allows binding beyond loopback; half of it is refused.
+  o.host = "0.0.0.0";
+  EXPECT_NO_THROW(rpc::Server{o});
+  o.tls_key.clear();
+  EXPECT_THROW(rpc::Server{o}, Error);
+  family.reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RemoteDeviceFailures, AServerThatGoesAwayIsAnErrorNamingIt) {

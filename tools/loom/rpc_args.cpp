@@ -15,6 +15,7 @@ std::vector<OptionSpec> rpc_option_specs() {
   return {
       {{"--rpc"}, "HOST:PORT,..", "use the devices of these loom rpc-servers (env LOOM_RPC)"},
       {{"--rpc-token"}, "SECRET", "token the rpc-servers require (env LOOM_RPC_TOKEN)"},
+      {{"--rpc-tls-ca"}, "FILE", "speak TLS to the rpc-servers, trusting this CA certificate (PEM; env LOOM_RPC_TLS_CA)"},
   };
 }
 
@@ -34,6 +35,7 @@ void connect_rpc(const Args& args) {
   rpc::ClientOptions o;
   o.endpoints = rpc::parse_endpoints(*list);
   o.token = args.get("--rpc-token").value_or(env("LOOM_RPC_TOKEN").value_or(""));
+  o.tls_ca = args.get("--rpc-tls-ca").value_or(env("LOOM_RPC_TLS_CA").value_or(""));
   if (auto t = env("LOOM_RPC_TIMEOUT")) {
     char* end = nullptr;
     const double s = std::strtod(t->c_str(), &end);
@@ -44,9 +46,13 @@ void connect_rpc(const Args& args) {
   // What went over the wire, once the command is done.
   std::atexit([] {
     const rpc::TransferStats s = rpc::transfer_stats();
-    if (s.bytes_sent + s.bytes_saved == 0) return;
-    std::fprintf(stderr, "rpc: %.1f MiB of tensor bytes sent, %.1f MiB of weights taken from the servers' caches\n",
-                 s.bytes_sent / 1048576.0, s.bytes_saved / 1048576.0);
+    if (s.bytes_sent + s.bytes_saved + s.graph_bytes == 0) return;
+    std::fprintf(stderr,
+                 "rpc: %.1f MiB of tensor bytes sent, %.1f MiB of weights taken from the servers' caches; graphs: "
+                 "%llu sent whole, %llu as patches, %llu by id, %.1f MiB\n",
+                 s.bytes_sent / 1048576.0, s.bytes_saved / 1048576.0, static_cast<unsigned long long>(s.graphs_sent),
+                 static_cast<unsigned long long>(s.graphs_patched), static_cast<unsigned long long>(s.graphs_reused),
+                 s.graph_bytes / 1048576.0);
   });
 #else
   fail("--rpc: this loom was built without gRPC (LOOM_RPC=OFF or gRPC not found)");

@@ -1,6 +1,6 @@
-// --rpc and --rpc-token: remote devices (loom rpc-server) for the commands
-// that take devices. LOOM_RPC and LOOM_RPC_TOKEN give them when the flags
-// do not; LOOM_RPC_TIMEOUT sets each call's deadline in seconds (default 60).
+// --rpc, --rpc-token and --rpc-tls-ca: remote devices (loom rpc-server) for
+// the commands that take devices. LOOM_RPC, LOOM_RPC_TOKEN and
+// LOOM_RPC_TLS_CA give them when the flags do not; LOOM_RPC_TIMEOUT sets each call's deadline in seconds (default 60).
 #pragma once
 
 #include <vector>
