@@ -204,37 +204,44 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
   const int64_t n_tokens = static_cast<int64_t>(n);
   const bool same_shape =
       last_graph_ && last_graph_->n == n_tokens && last_graph_->n_kv == n_kv && last_graph_->n_out == n_out;
-  if (options_.reuse_graph && same_shape) {
-    ++stats_.graphs_reused;
-  } else {
-    last_graph_.reset();
-    last_graph_ = std::make_unique<UbatchGraph>();
-    last_graph_->n = n_tokens;
-    last_graph_->n_kv = n_kv;
-    last_graph_->n_out = n_out;
-    build_graph(*last_graph_, n_tokens, n_kv, n_out);
-    scheduler_->allocate(last_graph_->graph);
-    ++stats_.graphs_built;
-  }
-  UbatchGraph& g = *last_graph_;
-  tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
-  tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
-  tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
-  if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
-  std::vector<float> m(static_cast<size_t>(n_kv) * n);
-  fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
-  tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
-  if (g.mask_swa) {
-    fill_kq_mask(cells_, seqs, positions, n_kv, static_cast<int32_t>(model_.hparams().n_swa), m);
-    tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
-  }
+  // A graph whose build, placement or run failed is not kept: the next
+  // micro-batch builds and plans its own.
+  try {
+    if (options_.reuse_graph && same_shape) {
+      ++stats_.graphs_reused;
+    } else {
+      last_graph_.reset();
+      last_graph_ = std::make_unique<UbatchGraph>();
+      last_graph_->n = n_tokens;
+      last_graph_->n_kv = n_kv;
+      last_graph_->n_out = n_out;
+      build_graph(*last_graph_, n_tokens, n_kv, n_out);
+      scheduler_->allocate(last_graph_->graph);
+      ++stats_.graphs_built;
+    }
+    UbatchGraph& g = *last_graph_;
+    tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
+    tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
+    tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
+    if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
+    std::vector<float> m(static_cast<size_t>(n_kv) * n);
+    fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
+    tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+    if (g.mask_swa) {
+      fill_kq_mask(cells_, seqs, positions, n_kv, static_cast<int32_t>(model_.hparams().n_swa), m);
+      tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
+    }
 
-  const auto compute_start = std::chrono::steady_clock::now();
-  stats_.host_ns += elapsed_ns(host_start);
-  scheduler_->compute(g.graph);
-  std::vector<float> logits = wanted_any ? tensor_to_floats(*g.logits) : std::vector<float>{};
-  stats_.compute_ns += elapsed_ns(compute_start);
-  return logits;
+    const auto compute_start = std::chrono::steady_clock::now();
+    stats_.host_ns += elapsed_ns(host_start);
+    scheduler_->compute(g.graph);
+    std::vector<float> logits = wanted_any ? tensor_to_floats(*g.logits) : std::vector<float>{};
+    stats_.compute_ns += elapsed_ns(compute_start);
+    return logits;
+  } catch (...) {
+    last_graph_.reset();
+    throw;
+  }
 }
 
 }  // namespace loom
