@@ -1,8 +1,11 @@
-// Loom against llama.cpp (node-llama-cpp) on the same model files, with the
-// same threads and batch, measured the way llama-bench measures: pp512 (one
-// decode of 512 random tokens), tg128 (128 single-token decodes), tg128 at
-// depth 512 (the cache first filled with 512 tokens, not timed). Both sides
-// compute the last token's logits on every decode. Repetitions alternate
+// Loom against llama.cpp on the same model files, with the same threads and
+// batch, measured the way llama-bench measures: pp512 (one decode of 512
+// random tokens), tg128 (128 single-token decodes), tg128 at each depth (the
+// cache first filled with that many tokens, not timed). Both sides compute
+// the last token's logits on every decode. llama.cpp is node-llama-cpp
+// (which does not poll between graphs), or with LLAMA_BENCH set, llama.cpp's
+// own llama-bench run once per round (a persistent thread pool polling at
+// POLL, as its users run it). Repetitions alternate
 // between the engines (round 1: llama.cpp then Loom, round 2: Loom then
 // llama.cpp, ...) so that a change in the machine's load hits both alike.
 // On a shared machine, other processes skew the engines differently (llama.cpp's
@@ -12,20 +15,26 @@
 // Writes one JSON line per engine, model and test, with every sample.
 //
 // usage: node vs-llamacpp.mjs LOOM_BINARY THREADS ROUNDS OUT.jsonl MODEL...
-// env: QUIET_WAIT_S (default 600; 0: do not wait)
+// env: QUIET_WAIT_S (default 600; 0: do not wait); DEPTHS (default 512, a
+// comma list); POLL (default 50, both engines); FA (on|off, llama-bench
+// only; Loom has no fused attention yet, so off by default); LLAMA_BENCH
+// (path of llama-bench: use it instead of node-llama-cpp).
 import {execFileSync} from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
-import {getLlama} from "node-llama-cpp";
 
 const [loom, threadsArg, roundsArg, outPath, ...models] = process.argv.slice(2);
 const threads = Number(threadsArg), rounds = Number(roundsArg);
-const nPrompt = 512, nGen = 128, depth = 512, batch = 512;
-const tests = [{p: nPrompt, n: 0, d: 0}, {p: 0, n: nGen, d: 0}, {p: 0, n: nGen, d: depth}];
+const depths = (process.env.DEPTHS ?? "512").split(",").filter(Boolean).map(Number);
+const poll = process.env.POLL ?? "50", fa = process.env.FA ?? "off", llamaBench = process.env.LLAMA_BENCH ?? "";
+const nPrompt = 512, nGen = 128, batch = 512;
+const tests = [{p: nPrompt, n: 0, d: 0}, {p: 0, n: nGen, d: 0}, ...depths.map(d => ({p: 0, n: nGen, d}))];
 const testName = t => (t.p ? `pp${t.p}` : `tg${t.n}`) + (t.d ? ` @ d${t.d}` : "");
 
-const llama = await getLlama({gpu: false, build: "never", logLevel: "error", maxThreads: threads});
-const llamaVersion = `llama.cpp ${llama.llamaCppRelease.release} (node-llama-cpp ${process.env.NLC_VERSION ?? ""})`.replace(" )", ")");
+const llama = llamaBench ? null : await (await import("node-llama-cpp")).getLlama(
+    {gpu: false, build: "never", logLevel: "error", maxThreads: threads});
+const llamaVersion = llama ? `llama.cpp ${llama.llamaCppRelease.release} (node-llama-cpp ${process.env.NLC_VERSION ?? ""})`.replace(" )", ")")
+                           : "";
 let seed = 12345;
 const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
 const randomTokens = (n, vocab) => Array.from({length: n}, () => Math.floor(random() * vocab));
@@ -36,7 +45,7 @@ const llamaSides = new Map();
 async function llamaSide(path) {
   if (!llamaSides.has(path)) {
     const model = await llama.loadModel({modelPath: path, gpuLayers: 0, useMmap: true});
-    const context = await model.createContext({contextSize: 1024, batchSize: batch, threads: {ideal: threads, min: threads},
+    const context = await model.createContext({contextSize: Math.max(1024, Math.max(...depths) + nGen), batchSize: batch, threads: {ideal: threads, min: threads},
                                                flashAttention: false, sequences: 1});
     const side = {model, context, sequence: context.getSequence(), vocab: vocabSize(model)};
     // Warm-up, as llama-bench does: a prompt, then one generated token.
@@ -70,13 +79,19 @@ async function llamaRun(path, t) {
   return Number(now() - t0);
 }
 
-// Loom: `loom bench -r 1` per round: pp512 and tg128, then tg128 at depth 512.
-function loomRound(path) {
-  const common = ["bench", "-m", path, "-t", String(threads), "-b", String(batch), "-ub", String(batch), "-r", "1", "-o", "jsonl"];
-  const run = extra => execFileSync(loom, [...common, ...extra], {maxBuffer: 1 << 26}).toString()
-      .split("\n").filter(Boolean).map(l => JSON.parse(l));
-  return [...run(["-p", String(nPrompt), "-n", String(nGen)]), ...run(["-p", "0", "-n", String(nGen), "-d", String(depth), "--no-warmup"])];
+// llama-bench and `loom bench` take the same options: `-r 1` per round, pp512
+// and tg128, then tg128 at the depths.
+function benchRound([binary, ...command], path, extra = []) {
+  const common = [...command, "-m", path, "-t", String(threads), "-b", String(batch), "-ub", String(batch), "-r", "1", "-o", "jsonl",
+                  "--poll", poll, ...extra];
+  const run = more => execFileSync(binary, [...common, ...more], {maxBuffer: 1 << 26, stdio: ["ignore", "pipe", "pipe"]})
+      .toString().split("\n").filter(l => l.startsWith("{")).map(l => JSON.parse(l));
+  const out = run(["-p", String(nPrompt), "-n", String(nGen)]);
+  if (depths.length) out.push(...run(["-p", "0", "-n", String(nGen), "-d", depths.join(","), "--no-warmup"]));
+  return out;
 }
+const loomRound = path => benchRound([loom, "bench"], path);
+const llamaBenchRound = path => benchRound([llamaBench], path, ["-fa", fa === "on" ? "1" : "0"]);
 
 const results = new Map();  // engine|model|test -> {record, samples}
 function add(engine, path, t, ns, template) {
@@ -127,10 +142,10 @@ for (let round = 0; round < rounds; ++round) {
     for (const engine of order) {
       const quiet = await waitQuiet();
       const started = cpuTimes();
-      if (engine === "loom") {
-        for (const r of loomRound(path)) {
+      if (engine === "loom" || llamaBench) {
+        for (const r of engine === "loom" ? loomRound(path) : llamaBenchRound(path)) {
           const t = {p: r.n_prompt, n: r.n_gen, d: r.n_depth};
-          add("loom", path, t, r.samples_ns[0], {engine: "loom", ...r});
+          add(engine, path, t, r.samples_ns[0], {engine, ...r});
         }
       } else {
         const side = await llamaSide(path);
@@ -154,6 +169,7 @@ for (let round = 0; round < rounds; ++round) {
 console.error(`load average after: ${load()}; CPUs busy before each turn: at most `
               + `${(Math.max(...busySeen) * 100).toFixed(0)}%`);
 
+if (llamaBench) console.error(`llama.cpp: ${llamaBench} (poll ${poll}, -fa ${fa})`);
 for (const side of llamaSides.values()) {
   await side.context.dispose();
   await side.model.dispose();

@@ -1,6 +1,5 @@
 #include "cpu_backend.h"
 
-#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +8,9 @@
 #include <thread>
 
 #include "cpu_features.h"
+#include "loom/cpu_cores.h"
 #include "loom/error.h"
+#include "spin_wait.h"
 
 namespace loom::cpu {
 namespace {
@@ -35,10 +36,7 @@ size_t meminfo_kib(const char* key) {
 
 }  // namespace
 
-int default_thread_count() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+int default_thread_count() { return physical_cores(); }
 
 CpuDevice::CpuDevice()
     : cpu_type_("CPU", this, false), mapped_type_("CPU_Mapped", this, true), repack_type_(this) {}
@@ -62,7 +60,10 @@ void check_thread_count(int n) {
 
 std::unique_ptr<Backend> CpuDevice::create_backend(const BackendOptions& options) {
   check_thread_count(options.n_threads);
-  return std::make_unique<CpuBackend>(*this, options.n_threads > 0 ? options.n_threads : default_thread_count());
+  if (options.poll < 0 || options.poll > kMaxPoll)
+    fail("CPU backend: poll level {} is outside [0, {}]", options.poll, kMaxPoll);
+  return std::make_unique<CpuBackend>(*this, options.n_threads > 0 ? options.n_threads : default_thread_count(),
+                                      options.poll);
 }
 
 std::shared_ptr<Buffer> CpuDevice::buffer_from_host_ptr(void* ptr, size_t size) {
@@ -81,13 +82,13 @@ bool CpuDevice::supports_operand(const Tensor& node, int slot, const BufferType&
   return !repackable(root) || (node.op == Op::MulMat && slot == 0 && s == &root);
 }
 
-CpuBackend::CpuBackend(CpuDevice& device, int n_threads)
-    : device_(device), pool_(std::make_unique<ThreadPool>(n_threads)) {}
+CpuBackend::CpuBackend(CpuDevice& device, int n_threads, int poll)
+    : device_(device), pool_(std::make_unique<ThreadPool>(n_threads, poll)) {}
 
 void CpuBackend::set_n_threads(int n) {
   check_thread_count(n);
   if (n < 1) n = default_thread_count();
-  if (n != pool_->size()) pool_ = std::make_unique<ThreadPool>(n);
+  if (n != pool_->size()) pool_ = std::make_unique<ThreadPool>(n, pool_->poll());
 }
 
 void CpuBackend::compute(Graph& graph) {
@@ -106,22 +107,24 @@ void CpuBackend::compute(Graph& graph) {
         fail("CPU: operand '{}' of '{}' ({}) is in {} memory, which the CPU cannot read there", s->name, node->name,
              op_name(node->op), root->buffer->type().name());
     }
-    need = std::max(need, kernel_work_size(*node, nth));
+    const size_t work = kernel_work_size(*node, nth);
+    need = std::max(need, work);
     if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
     for (int phase = 0; phase < kernel_phases(*node); ++phase) {
       const int64_t n = kernel_tasks(*node, phase, nth);
       if (n > std::numeric_limits<int>::max())
         fail("CPU: node '{}' {} splits into {} tasks, more than {}", node->name, node->shape_string(), n,
              std::numeric_limits<int>::max());
-      if (n > 0) steps_.push_back({node, phase, static_cast<int>(n)});
+      if (n > 0) steps_.push_back({node, phase, static_cast<int>(n), work > 0});
     }
   }
   if (work_.size() < need) work_.resize(need);
-  if (counters_size_ < steps_.size()) {
-    counters_size_ = std::max(steps_.size(), 2 * counters_size_);
-    counters_ = std::make_unique<StepCounters[]>(counters_size_);
+  plan_groups();
+  if (counters_size_ < groups_.size()) {
+    counters_size_ = std::max(groups_.size(), 2 * counters_size_);
+    counters_ = std::make_unique<GroupCounters[]>(counters_size_);
   }
-  for (size_t i = 0; i < steps_.size(); ++i) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
     counters_[i].next.store(0, std::memory_order_relaxed);
     counters_[i].done.store(0, std::memory_order_relaxed);
   }
@@ -129,39 +132,94 @@ void CpuBackend::compute(Graph& graph) {
   const uint64_t first_serial = serial_ + 1;
   serial_ += steps_.size();
   ErrorSink errors;
-  pool_->run([&](int thread) { run_steps(thread, first_serial, errors); });
+  pool_->run([&](int thread) { run_groups(thread, first_serial, errors); });
   if (errors.failed()) throw Error(errors.message());
 }
 
-// Every thread walks the steps in order, claiming tasks until none is left,
-// then waits for the step's last task before going on. A thread that is
-// descheduled (more threads than free cores) holds up the others only while
-// it holds a task: the running threads take the rest of its share.
-void CpuBackend::run_steps(int thread, uint64_t first_serial, ErrorSink& errors) {
+// The bytes a step reads and writes: its node, its operands, and the shared
+// scratch (work_) for nodes that use it (mul_mat packs b there, and threads'
+// private areas lie at offsets that depend on the node).
+void CpuBackend::add_accesses(const Step& step, std::vector<Access>& out) const {
+  const auto add = [&out](const Tensor* t, bool write) {
+    if (!t || !t->data || t->nbytes() == 0) return;
+    const auto* b = static_cast<const uint8_t*>(t->data);
+    out.push_back({b, b + t->nbytes(), write});
+  };
+  add(step.node, true);
+  for (const Tensor* s : step.node->src) add(s, false);
+  if (step.uses_work && !work_.empty())
+    out.push_back({work_.data(), work_.data() + work_.size(), true});
+}
+
+// Cuts the steps into groups and decides where threads must wait: before a
+// group that overlaps, with a write on either side, what the groups since
+// the last wait touch (a read of an earlier output, or a write into memory
+// the allocator reused while an earlier step may still read it).
+void CpuBackend::plan_groups() {
+  groups_.clear();
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const bool single = steps_[i].n_tasks == 1;
+    if (single && !groups_.empty() && groups_.back().n_tasks == 1) {
+      ++groups_.back().n_steps;
+      continue;
+    }
+    groups_.push_back({static_cast<uint32_t>(i), 1, steps_[i].n_tasks, false});
+  }
+  const auto conflict = [](const Access& a, const Access& b) {
+    return (a.write || b.write) && a.begin < b.end && b.begin < a.end;
+  };
+  n_waits_ = 0;
+  window_.clear();
+  for (Group& g : groups_) {
+    accesses_.clear();
+    for (uint32_t s = g.first_step; s < g.first_step + g.n_steps; ++s) add_accesses(steps_[s], accesses_);
+    g.wait_before = std::any_of(accesses_.begin(), accesses_.end(), [&](const Access& a) {
+      return std::any_of(window_.begin(), window_.end(), [&](const Access& w) { return conflict(a, w); });
+    });
+    if (g.wait_before) {
+      ++n_waits_;
+      window_.clear();
+    }
+    window_.insert(window_.end(), accesses_.begin(), accesses_.end());
+  }
+}
+
+void CpuBackend::wait_done(size_t group) const {
+  const std::atomic<int>& done = counters_[group].done;
+  const int n = groups_[group].n_tasks;
+  spin_then_sleep(
+      pool_->poll(), [&] { return done.load(std::memory_order_acquire) == n; },
+      [&] {
+        const int d = done.load(std::memory_order_acquire);
+        if (d != n) done.wait(d, std::memory_order_acquire);
+      });
+}
+
+// Every thread walks the groups in order, claiming tasks until none is left;
+// before a group marked wait_before it waits for the earlier groups' tasks
+// that other threads still hold. A thread that is descheduled (more threads
+// than free cores) holds up the others only while it holds a task: the
+// running threads take the rest of its share.
+void CpuBackend::run_groups(int thread, uint64_t first_serial, ErrorSink& errors) {
   const int nth = pool_->size();
   ComputeParams p{0, 1, thread, nth, work_.data(), work_.size(), &errors};
   p.thread_tag = &thread_tags_[thread].value;
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    const Step& step = steps_[i];
-    StepCounters& c = counters_[i];
-    p.nth = step.n_tasks;
-    p.serial = first_serial + i;
-    for (int t = c.next.fetch_add(1, std::memory_order_relaxed); t < step.n_tasks;
+  size_t waited = 0;  // groups before this index are known finished
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Group& group = groups_[g];
+    if (group.wait_before)
+      for (; waited < g; ++waited) wait_done(waited);
+    GroupCounters& c = counters_[g];
+    for (int t = c.next.fetch_add(1, std::memory_order_relaxed); t < group.n_tasks;
          t = c.next.fetch_add(1, std::memory_order_relaxed)) {
-      p.ith = t;
-      compute_node(p, *step.node, step.phase);
-      if (c.done.fetch_add(1, std::memory_order_acq_rel) + 1 == step.n_tasks) c.done.notify_all();
-    }
-    // Wait for the tasks other threads still hold: spin briefly (they are
-    // usually microseconds away), then sleep on the counter.
-    int done = c.done.load(std::memory_order_acquire);
-    for (int spins = 0; done != step.n_tasks && spins < kWaitSpins; ++spins) {
-      _mm_pause();
-      done = c.done.load(std::memory_order_acquire);
-    }
-    while (done != step.n_tasks) {
-      c.done.wait(done, std::memory_order_acquire);
-      done = c.done.load(std::memory_order_acquire);
+      for (uint32_t s = group.first_step; s < group.first_step + group.n_steps; ++s) {
+        const Step& step = steps_[s];
+        p.nth = step.n_tasks;
+        p.ith = step.n_tasks == 1 ? 0 : t;
+        p.serial = first_serial + s;
+        compute_node(p, *step.node, step.phase);
+      }
+      if (c.done.fetch_add(1, std::memory_order_acq_rel) + 1 == group.n_tasks) c.done.notify_all();
     }
   }
 }

@@ -44,32 +44,56 @@ class CpuDevice final : public Device {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(CpuDevice& device, int n_threads);
+  CpuBackend(CpuDevice& device, int n_threads, int poll = kDefaultPoll);
   Device& device() const override { return device_; }
   void compute(Graph& graph) override;
   void set_n_threads(int n) override;
   int n_threads() const { return pool_->size(); }
+  int poll() const { return pool_->poll(); }
+  // Hand-offs of the last compute: groups run, and the waits between them.
+  size_t last_groups() const { return groups_.size(); }
+  size_t last_waits() const { return n_waits_; }
 
  private:
-  // One phase of one node: its tasks are claimed through `next`, and `done`
-  // counts finished ones; the next step starts when done == n_tasks.
+  // One phase of one node, split into n_tasks tasks; uses_work: its kernel
+  // uses the shared scratch.
   struct Step {
     Tensor* node;
     int phase;
     int n_tasks;
+    bool uses_work;
   };
-  struct alignas(64) StepCounters {
+  // What threads hand off: one step's tasks, or a chain of single-task steps
+  // that one thread runs in order (no hand-off inside). Threads wait for the
+  // groups before this one only where it touches memory they write or read
+  // (wait_before); else they go on claiming its tasks.
+  struct Group {
+    uint32_t first_step, n_steps;
+    int n_tasks;
+    bool wait_before;
+  };
+  // Tasks are claimed through `next`; `done` counts finished ones.
+  struct alignas(64) GroupCounters {
     std::atomic<int> next{0};
     alignas(64) std::atomic<int> done{0};
   };
-  void run_steps(int thread, uint64_t first_serial, ErrorSink& errors);
-  static constexpr int kWaitSpins = 2048;
+  struct Access {
+    const uint8_t *begin, *end;
+    bool write;
+  };
+  void plan_groups();
+  void add_accesses(const Step& step, std::vector<Access>& out) const;
+  void run_groups(int thread, uint64_t first_serial, ErrorSink& errors);
+  void wait_done(size_t group) const;
 
   CpuDevice& device_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<uint8_t> work_;  // scratch, grown to the largest node's need
   std::vector<Step> steps_;
-  std::unique_ptr<StepCounters[]> counters_;
+  std::vector<Group> groups_;
+  size_t n_waits_ = 0;
+  std::vector<Access> window_, accesses_;  // plan_groups' scratch
+  std::unique_ptr<GroupCounters[]> counters_;
   size_t counters_size_ = 0;
   uint64_t serial_ = 0;  // ComputeParams::serial of the last step run
   struct alignas(64) ThreadTag {
@@ -78,6 +102,7 @@ class CpuBackend final : public Backend {
   std::vector<ThreadTag> thread_tags_;
 };
 
+// Physical cores this process may run on (one thread per core).
 int default_thread_count();
 
 }  // namespace loom::cpu

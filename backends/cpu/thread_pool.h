@@ -1,8 +1,10 @@
 // A persistent pool of worker threads for the CPU backend. run(fn) executes
 // fn(ith) on every thread (the caller is thread 0) and returns when all are
 // done. How threads share a graph's work is the backend's business
-// (cpu_backend.cpp: tasks that threads claim). Idle workers sleep on a
-// condition variable.
+// (cpu_backend.cpp: tasks that threads claim). Idle workers poll for the next
+// run for a while (the poll level, see spin_wait.h), then sleep on a
+// condition variable, so that back-to-back graphs (one per token) start
+// without a wake-up.
 #pragma once
 
 #include <atomic>
@@ -12,30 +14,34 @@
 #include <thread>
 #include <vector>
 
+#include "loom/backend.h"
+
 namespace loom::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  explicit ThreadPool(int n_threads, int poll = kDefaultPoll);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  int poll() const { return poll_; }
   void run(const std::function<void(int ith)>& fn);
 
  private:
   void worker(int ith);
 
   int n_threads_;
+  int poll_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  const std::function<void(int)>* task_ = nullptr;
-  uint64_t generation_ = 0;  // bumped per run(); guarded by mutex_
-  bool stop_ = false;
+  const std::function<void(int)>* task_ = nullptr;  // written before generation_ is bumped
+  std::atomic<uint64_t> generation_{0};  // bumped per run(), under mutex_ (no lost wake-up)
+  int sleepers_ = 0;                     // guarded by mutex_
+  bool stop_ = false;                    // guarded by mutex_
   std::atomic<int> running_{0};
-
 };
 
 }  // namespace loom::cpu

@@ -155,8 +155,14 @@ class Backend {
 // more fail with an Error instead of std::system_error from thread creation.
 inline constexpr int kMaxThreads = 512;
 
+// How long idle compute threads poll for work before they sleep, as
+// llama.cpp's --poll: 0 sleeps at once, 100 polls longest.
+inline constexpr int kDefaultPoll = 50;
+inline constexpr int kMaxPoll = 100;
+
 struct BackendOptions {
   int n_threads = 0;  // 0: the device's default; at most kMaxThreads
+  int poll = kDefaultPoll;  // 0..kMaxPoll (backends without threads ignore it)
 };
 
 class Device {

@@ -215,7 +215,21 @@ struct SessionOptions {
   int64_t n_ubatch = 512; // micro-batch: tokens per graph
   DType type_k = DType::F16;
   DType type_v = DType::F16;
-  int n_threads = 0;      // 0: all cores
+  int n_threads = 0;      // 0: one per physical core
+  int poll = kDefaultPoll; // CPU threads' polling before they sleep, 0..100 (llama.cpp's --poll)
+  // Keep the last micro-batch's graph and run it again when the next one has
+  // the same shape (tokens, cache cells attended, outputs): a generated token
+  // then only sets inputs. Off: build and plan every graph anew.
+  bool reuse_graph = true;
+};
+
+// Where a session's host time goes, summed over its decodes.
+struct SessionStats {
+  int64_t graphs_built = 0;   // micro-batch graphs built and planned
+  int64_t graphs_reused = 0;  // micro-batches that ran the kept graph
+  int64_t host_ns = 0;        // building/planning graphs and setting inputs (not computing)
+  int64_t compute_ns = 0;     // running the graphs, reading the logits
+  int64_t n_graphs() const { return graphs_built + graphs_reused; }
 };
 
 // Tokens of one or more sequences for Session::decode: each token has its
@@ -263,6 +277,8 @@ class Session {
   std::vector<std::pair<std::string, size_t>> kv_cache_bytes_by_buffer_type() const;
   // The scheduler's report of the last graph run (splits, copies, compute buffers).
   const SchedReport& last_report() const { return scheduler_->report(); }
+  const SessionStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
   void write_dot(const std::string& path) const { scheduler_->write_dot(path); }
 
  private:
@@ -271,6 +287,9 @@ class Session {
   // Builds the graph for n tokens attending to n_kv cells, with the logits
   // of n_out of them (n_out == n: all, in order; else rows chosen by an input).
   void build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out) const;
+  // The cells a micro-batch attends to: the used ones, rounded up to
+  // kKvPadding (masked), so that consecutive tokens share one graph shape.
+  int64_t padded_n_kv() const;
   // Tokens [first, first + n) of a checked batch.
   std::vector<float> decode_ubatch(const Batch& batch, size_t first, size_t n);
 
@@ -287,6 +306,7 @@ class Session {
   // The last graph run, kept until the next one: the scheduler's report and
   // picture refer to its tensors.
   std::unique_ptr<UbatchGraph> last_graph_;
+  SessionStats stats_;
 };
 
 }  // namespace loom

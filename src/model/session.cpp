@@ -1,6 +1,7 @@
 // Session: the KV cache and the per-micro-batch graph around the family's
 // layers (see model.h and arch/arch.h).
 #include <algorithm>
+#include <chrono>
 
 #include "arch/arch.h"
 #include "arch/blocks.h"
@@ -11,7 +12,20 @@
 
 namespace loom {
 
+namespace {
+
+// Cache cells attended are rounded up to this (as llama.cpp pads n_kv): 255 of
+// 256 generated tokens then run the graph of the token before.
+constexpr int64_t kKvPadding = 256;
+
+int64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
 struct Session::UbatchGraph {
+  int64_t n = 0, n_kv = 0, n_out = 0;  // the shape it was built for
   Context ctx;
   Tensor* tokens = nullptr;
   Tensor* positions = nullptr;
@@ -35,6 +49,8 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
     fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
   options_.n_ubatch = std::min(options_.n_ubatch, options_.n_batch);
   cells_ = KvCells(n_ctx_);
+  if (options_.poll < 0 || options_.poll > kMaxPoll)
+    fail("poll level {} is outside [0, {}]", options_.poll, kMaxPoll);
   for (DType t : {options.type_k, options.type_v})
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail("KV cache type {} is not supported (f32, f16, bf16)", type_name(t));
@@ -63,7 +79,7 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   // One backend per device holding weights or cache, the CPU last.
   std::vector<Backend*> order;
   for (Device* d : model.devices()) {
-    backends_.push_back(d->create_backend({.n_threads = options.n_threads}));
+    backends_.push_back(d->create_backend({.n_threads = options.n_threads, .poll = options.poll}));
     order.push_back(backends_.back().get());
   }
   scheduler_ = std::make_unique<Scheduler>(order);
@@ -125,6 +141,11 @@ std::vector<float> Session::decode(const Batch& batch) {
   return logits;
 }
 
+int64_t Session::padded_n_kv() const {
+  const int64_t used = std::max<int64_t>(cells_.n_kv(), 1);
+  return std::min(n_ctx_, (used + kKvPadding - 1) / kKvPadding * kKvPadding);
+}
+
 void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out) const {
   const HParams& h = model_.hparams();
   Context& ctx = g.ctx;
@@ -176,29 +197,51 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
 
   std::vector<int32_t> cells = cells_.find_free(static_cast<int64_t>(n));
   for (size_t i = 0; i < n; ++i) cells_.occupy(cells[i], seqs[i], positions[i]);
-  const int64_t n_kv = cells_.n_kv();
+  const int64_t n_kv = padded_n_kv();
 
-  last_graph_.reset();
-  last_graph_ = std::make_unique<UbatchGraph>();
-  UbatchGraph& g = *last_graph_;
+  const auto host_start = std::chrono::steady_clock::now();
   const int64_t n_out = static_cast<int64_t>(out_ids.size());
-  build_graph(g, static_cast<int64_t>(n), n_kv, n_out);
-  scheduler_->allocate(g.graph);
-  tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
-  tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
-  tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
-  if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
-  std::vector<float> m(static_cast<size_t>(n_kv) * n);
-  fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
-  tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
-  if (g.mask_swa) {
-    fill_kq_mask(cells_, seqs, positions, n_kv, static_cast<int32_t>(model_.hparams().n_swa), m);
-    tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
-  }
+  const int64_t n_tokens = static_cast<int64_t>(n);
+  const bool same_shape =
+      last_graph_ && last_graph_->n == n_tokens && last_graph_->n_kv == n_kv && last_graph_->n_out == n_out;
+  // A graph whose build, placement or run failed is not kept: the next
+  // micro-batch builds and plans its own.
+  try {
+    if (options_.reuse_graph && same_shape) {
+      ++stats_.graphs_reused;
+    } else {
+      last_graph_.reset();
+      last_graph_ = std::make_unique<UbatchGraph>();
+      last_graph_->n = n_tokens;
+      last_graph_->n_kv = n_kv;
+      last_graph_->n_out = n_out;
+      build_graph(*last_graph_, n_tokens, n_kv, n_out);
+      scheduler_->allocate(last_graph_->graph);
+      ++stats_.graphs_built;
+    }
+    UbatchGraph& g = *last_graph_;
+    tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
+    tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
+    tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
+    if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
+    std::vector<float> m(static_cast<size_t>(n_kv) * n);
+    fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
+    tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+    if (g.mask_swa) {
+      fill_kq_mask(cells_, seqs, positions, n_kv, static_cast<int32_t>(model_.hparams().n_swa), m);
+      tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
+    }
 
-  scheduler_->compute(g.graph);
-  if (!wanted_any) return {};
-  return tensor_to_floats(*g.logits);
+    const auto compute_start = std::chrono::steady_clock::now();
+    stats_.host_ns += elapsed_ns(host_start);
+    scheduler_->compute(g.graph);
+    std::vector<float> logits = wanted_any ? tensor_to_floats(*g.logits) : std::vector<float>{};
+    stats_.compute_ns += elapsed_ns(compute_start);
+    return logits;
+  } catch (...) {
+    last_graph_.reset();
+    throw;
+  }
 }
 
 }  // namespace loom

@@ -66,6 +66,10 @@ void BenchParams::validate() const {
       for (const auto& ot : override_tensors) placement_options({"", true, 0, sm, 0, ts, ot});
   for (int t : n_threads)
     if (t < 1 || t > kMaxThreads) fail("-t {}: needs between 1 and {} threads", t, kMaxThreads);
+  for (int v : poll)
+    if (v < 0 || v > kMaxPoll) fail("--poll {}: needs a level between 0 and {}", v, kMaxPoll);
+  for (int v : graph_reuse)
+    if (v != 0 && v != 1) fail("--graph-reuse {}: should be 0 or 1", v);
   for (int b : n_batch)
     if (b < 1) fail("-b {}: the batch needs at least one token", b);
   for (int b : n_ubatch)
@@ -119,6 +123,8 @@ std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
                       for (DType tk : type_k)
                         for (DType tv : type_v)
                           for (int t : threads)
+                            for (int pl : poll)
+                            for (int gr : graph_reuse)
                             for (auto [p, n, d] : tests) {
                               BenchInstance inst;
                               inst.load = {m, mmap, ngl, sm, mg, ts, ot, ncmoe, cpu_moe};
@@ -127,6 +133,8 @@ std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
                               inst.type_k = tk;
                               inst.type_v = tv;
                               inst.n_threads = t;
+                              inst.poll = pl;
+                              inst.graph_reuse = gr == 1;
                               inst.n_prompt = p;
                               inst.n_gen = n;
                               inst.n_depth = d;

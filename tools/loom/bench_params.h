@@ -34,6 +34,8 @@ struct BenchInstance {
   int n_batch = 2048;
   int n_ubatch = 512;
   int n_threads = 0;
+  int poll = 50;
+  bool graph_reuse = true;
   DType type_k = DType::F16;
   DType type_v = DType::F16;
   int n_prompt = 0;
@@ -49,7 +51,9 @@ struct BenchParams {
   std::vector<int> n_depth{0};
   std::vector<int> n_batch{2048};
   std::vector<int> n_ubatch{512};
-  std::vector<int> n_threads;  // empty: all cores
+  std::vector<int> n_threads;  // empty: one per physical core
+  std::vector<int> poll{50};
+  std::vector<int> graph_reuse{1};
   std::vector<DType> type_k{DType::F16};
   std::vector<DType> type_v{DType::F16};
   std::vector<int> n_gpu_layers{0};

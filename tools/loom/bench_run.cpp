@@ -84,13 +84,15 @@ BenchModelInfo describe_model(const Model& model) {
   return info;
 }
 
-std::vector<int64_t> run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions,
-                                        bool warmup, std::mt19937& rng) {
+BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions, bool warmup,
+                                std::mt19937& rng) {
   SessionOptions so;
   so.n_ctx = inst.n_depth + inst.n_prompt + inst.n_gen;
   so.n_batch = inst.n_batch;
   so.n_ubatch = inst.n_ubatch;
   so.n_threads = inst.n_threads;
+  so.poll = inst.poll;
+  so.reuse_graph = inst.graph_reuse;
   so.type_k = inst.type_k;
   so.type_v = inst.type_v;
   Session session(model, so);
@@ -99,21 +101,29 @@ std::vector<int64_t> run_bench_instance(const Model& model, const BenchInstance&
     if (inst.n_prompt > 0) session.decode(random_tokens(inst.n_prompt, n_vocab, rng));
     if (inst.n_gen > 0) generate(session, 1, n_vocab, rng);
   }
-  std::vector<int64_t> samples;
+  BenchSamples out;
   for (int r = 0; r < repetitions; ++r) {
     session.reset();
     if (inst.n_depth > 0) session.decode(random_tokens(inst.n_depth, n_vocab, rng));
     const std::vector<int32_t> prompt = random_tokens(inst.n_prompt, n_vocab, rng);
+    const SessionStats before = session.stats();
     const auto t0 = std::chrono::steady_clock::now();
     if (inst.n_prompt > 0) session.decode(prompt);
     generate(session, inst.n_gen, n_vocab, rng);
-    samples.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    out.ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    const SessionStats& after = session.stats();
+    out.stats.graphs_built += after.graphs_built - before.graphs_built;
+    out.stats.graphs_reused += after.graphs_reused - before.graphs_reused;
+    out.stats.host_ns += after.host_ns - before.host_ns;
+    out.stats.compute_ns += after.compute_ns - before.compute_ns;
   }
-  return samples;
+  return out;
 }
 
 BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& model, const BenchInstance& inst,
-                              const std::string& test_time, const std::vector<int64_t>& samples_ns) {
+                              const std::string& test_time, const BenchSamples& samples) {
+  const std::vector<int64_t>& samples_ns = samples.ns;
+  const SessionStats& st = samples.stats;
   const double n_tokens = inst.n_prompt + inst.n_gen;
   std::vector<double> ns, ts;
   for (int64_t s : samples_ns) {
@@ -133,6 +143,8 @@ BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& m
       {"n_batch", i64(inst.n_batch)},
       {"n_ubatch", i64(inst.n_ubatch)},
       {"n_threads", i64(inst.n_threads)},
+      {"poll", i64(inst.poll)},
+      {"graph_reuse", i64(inst.graph_reuse ? 1 : 0)},
       {"type_k", std::string(type_name(inst.type_k))},
       {"type_v", std::string(type_name(inst.type_v))},
       {"n_gpu_layers", i64(inst.load.n_gpu_layers)},
@@ -154,6 +166,9 @@ BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& m
       {"stddev_ts", stddev(ts)},
       {"samples_ns", samples_ns},
       {"samples_ts", ts},
+      {"graphs_built", i64(st.graphs_built)},
+      {"graphs_reused", i64(st.graphs_reused)},
+      {"host_ns_per_graph", st.n_graphs() ? static_cast<double>(st.host_ns) / static_cast<double>(st.n_graphs()) : 0.0},
   };
 }
 

@@ -31,12 +31,16 @@ struct BenchModelInfo {
 };
 BenchModelInfo describe_model(const Model& model);
 
-// Runs one instance `repetitions` times (after a warm-up run when `warmup`);
-// returns the wall time of each repetition in nanoseconds.
-std::vector<int64_t> run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions,
-                                        bool warmup, std::mt19937& rng);
+struct BenchSamples {
+  std::vector<int64_t> ns;  // wall time of each repetition
+  SessionStats stats;       // host time and graph reuse over the timed repetitions
+};
+
+// Runs one instance `repetitions` times (after a warm-up run when `warmup`).
+BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions, bool warmup,
+                                std::mt19937& rng);
 
 BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& model, const BenchInstance& inst,
-                              const std::string& test_time, const std::vector<int64_t>& samples_ns);
+                              const std::string& test_time, const BenchSamples& samples);
 
 }  // namespace loom::cli

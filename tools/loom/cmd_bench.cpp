@@ -18,17 +18,15 @@
 #include "bench_params.h"
 #include "bench_run.h"
 #include "commands.h"
+#include "loom/cpu_cores.h"
 #include "loom/error.h"
 #include "placement_args.h"
 
 namespace loom::cli {
 namespace {
 
-// What the CPU backend uses when no thread count is given: every core.
-int default_thread_count() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+// What the CPU backend uses when no thread count is given: one per physical core.
+int default_thread_count() { return physical_cores(); }
 
 std::vector<OptionSpec> bench_option_specs() {
   return {
@@ -39,7 +37,9 @@ std::vector<OptionSpec> bench_option_specs() {
       {{"-d", "--n-depth"}, "N", "tokens already in the cache before each test (default 0)"},
       {{"-b", "--batch-size"}, "N", "logical batch size (default 2048)"},
       {{"-ub", "--ubatch-size"}, "N", "micro-batch size (default 512)"},
-      {{"-t", "--threads"}, "N", "CPU threads (default: all cores)"},
+      {{"-t", "--threads"}, "N", "CPU threads (default: one per physical core)"},
+      {{"--poll"}, "0-100", "how long idle CPU threads poll for work before sleeping (default 50, as llama.cpp)"},
+      {{"--graph-reuse"}, "0|1", "run the last graph again when the next micro-batch has its shape (default 1)"},
       {{"-ctk", "--cache-type-k"}, "TYPES", "K cache type (default f16)"},
       {{"-ctv", "--cache-type-v"}, "TYPES", "V cache type (default f16)"},
       {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (default 0)"},
@@ -98,6 +98,8 @@ BenchParams parse_params(const Args& args) {
   p.n_batch = all_ints(args, "--batch-size", "-b", {2048});
   p.n_ubatch = all_ints(args, "--ubatch-size", "-ub", {512});
   p.n_threads = all_ints(args, "--threads", "-t", {});
+  p.poll = all_ints(args, "--poll", "--poll", {kDefaultPoll});
+  p.graph_reuse = all_ints(args, "--graph-reuse", "--graph-reuse", {1});
   p.type_k = all_types(args, "--cache-type-k", "-ctk");
   p.type_v = all_types(args, "--cache-type-v", "-ctv");
   p.n_gpu_layers = all_ints(args, "--n-gpu-layers", "-ngl", {0});
@@ -136,6 +138,8 @@ std::vector<std::string> markdown_columns(const std::vector<BenchInstance>& runs
     }
     return values.size() > 1 || non_default;
   };
+  if (shown([](const BenchInstance& r) { return r.poll; })) cols.push_back("poll");
+  if (shown([](const BenchInstance& r) { return r.graph_reuse ? 1 : 0; })) cols.push_back("graph_reuse");
   if (shown([](const BenchInstance& r) { return r.n_batch; })) cols.push_back("n_batch");
   if (shown([](const BenchInstance& r) { return r.n_ubatch; })) cols.push_back("n_ubatch");
   if (shown([](const BenchInstance& r) { return std::string(type_name(r.type_k)); })) cols.push_back("type_k");
@@ -210,6 +214,10 @@ int cmd_bench(int argc, char** argv) {
                    bench_test_name(run.n_prompt, run.n_gen, run.n_depth).c_str(), run.n_threads);
     const std::string test_time = utc_now();
     const auto samples = run_bench_instance(*model, run, params.repetitions, params.warmup, rng);
+    if (verbose && samples.stats.n_graphs() > 0)
+      std::fprintf(stderr, "loom bench: %lld graphs built, %lld reused; host time %.1f us per graph\n",
+                   static_cast<long long>(samples.stats.graphs_built), static_cast<long long>(samples.stats.graphs_reused),
+                   static_cast<double>(samples.stats.host_ns) / 1e3 / static_cast<double>(samples.stats.n_graphs()));
     emit(printer->record(make_bench_record(system, info, run, test_time, samples)));
   }
   emit(printer->end());

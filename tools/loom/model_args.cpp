@@ -30,7 +30,8 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
 std::vector<OptionSpec> model_option_specs() {
   return {
       {{"-m", "--model"}, "FILE", "GGUF model (default: a built-in random tiny model, generated on first use)"},
-      {{"-t", "--threads"}, "N", "CPU threads, at most 512 (default and 0: all cores)"},
+      {{"-t", "--threads"}, "N", "CPU threads, at most 512 (default and 0: one per physical core)"},
+      {{"--poll"}, "0-100", "how long idle CPU threads poll for work before sleeping (default 50; 0: sleep at once)"},
       {{"-c", "--ctx-size"}, "N", "context size (default: the model's, at most 4096)"},
       {{"-b", "--batch-size"}, "N", "logical batch size (default 2048)"},
       {{"-ub", "--ubatch-size"}, "N", "micro-batch size: tokens per graph (default 512)"},
@@ -92,6 +93,7 @@ SessionOptions session_options(const Args& args) {
   // llama.cpp reads -t <= 0 as "all cores"; here 0 means that and a negative
   // count is refused, as is more than kMaxThreads.
   o.n_threads = args.get_int("--threads", 0, 0, kMaxThreads);
+  o.poll = args.get_int("--poll", kDefaultPoll, 0, kMaxPoll);
   o.n_ctx = args.get_int("--ctx-size", 0, 0, std::numeric_limits<int>::max());
   o.n_batch = args.get_int("--batch-size", 2048, 1, std::numeric_limits<int>::max());
   o.n_ubatch = args.get_int("--ubatch-size", 512, 1, std::numeric_limits<int>::max());

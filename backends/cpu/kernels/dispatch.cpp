@@ -1,5 +1,6 @@
 // The CPU's kernel table: which function runs each op. Leaves and views
 // (kOpTable) run nothing; every other op needs a row here.
+#include <algorithm>
 #include <array>
 
 #include "kernels.h"
@@ -59,7 +60,9 @@ int kernel_phases(const Tensor& node) {
 int64_t kernel_tasks(const Tensor& node, int phase, int n_threads) {
   if (node.op == Op::MulMat) return mul_mat_tasks(node, phase, n_threads);
   if (node.op == Op::MulMatId) return mul_mat_id_tasks(node, phase, n_threads);
-  return n_threads;
+  // A small op costs less on one thread than handing parts of it to others.
+  const int64_t by_size = std::max<int64_t>(node.nelements() / kMinElementsPerTask, 1);
+  return std::min<int64_t>(by_size, n_threads);
 }
 
 void compute_node(const ComputeParams& p, Tensor& node, int phase) {

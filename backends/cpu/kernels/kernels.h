@@ -59,7 +59,10 @@ bool kernel_supports(const Tensor& node);
 size_t kernel_work_size(const Tensor& node, int n_threads);
 // Phases of the node's kernel (1; 2 for mul_mat, 5 for mul_mat_id) and the tasks of each.
 int kernel_phases(const Tensor& node);
+// Ops other than the matrix products get one task per kMinElementsPerTask
+// output elements, at most n_threads: a row op on one token is one task.
 int64_t kernel_tasks(const Tensor& node, int phase, int n_threads);
+inline constexpr int64_t kMinElementsPerTask = 16384;
 // Runs task params.ith of params.nth of the node's phase.
 void compute_node(const ComputeParams& params, Tensor& node, int phase = 0);
 
