@@ -54,10 +54,16 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
     it->second.push_back(v);
   }
   for (auto& [device, tensors] : by_device) {
-    TensorAllocation a = allocate_tensors(tensors, device->default_buffer_type(), BufferUsage::Any);
-    for (auto& b : a.buffers) {
-      b->clear(0);
-      cache_buffers_.push_back(std::move(b));
+    try {
+      TensorAllocation a = allocate_tensors(tensors, device->default_buffer_type(), BufferUsage::Any);
+      for (auto& b : a.buffers) {
+        b->clear(0);
+        cache_buffers_.push_back(std::move(b));
+      }
+    } catch (const OutOfMemory& e) {
+      throw e.within(fmt::format("the KV cache ({} cells, {} layers on {})", n_ctx_, tensors.size() / 2,
+                                 device->name()),
+                     MemoryUse::KvCache);
     }
   }
   // One backend per device holding weights or cache, the CPU last.
@@ -72,7 +78,12 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
   UbatchGraph g;
   build_graph(g, worst, n_ctx_, worst);
-  scheduler_->reserve(g.graph);
+  try {
+    scheduler_->reserve(g.graph);
+  } catch (const OutOfMemory& e) {
+    throw e.within(fmt::format("the compute buffers ({} tokens a micro-batch, context {})", worst, n_ctx_),
+                   MemoryUse::Compute);
+  }
 }
 
 Session::~Session() = default;
@@ -183,7 +194,11 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
   UbatchGraph& g = *last_graph_;
   const int64_t n_out = static_cast<int64_t>(out_ids.size());
   build_graph(g, static_cast<int64_t>(n), n_kv, n_out);
-  scheduler_->allocate(g.graph);
+  try {
+    scheduler_->allocate(g.graph);
+  } catch (const OutOfMemory& e) {
+    throw e.within(fmt::format("the compute buffers ({} tokens attending to {} cells)", n, n_kv), MemoryUse::Compute);
+  }
   tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
   tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
   tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
