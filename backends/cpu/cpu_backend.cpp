@@ -46,7 +46,7 @@ std::string CpuDevice::description() const {
   return f.model_name + " (" + f.summary() + ")";
 }
 
-MemoryInfo CpuDevice::memory() const {
+MemoryInfo CpuDevice::memory_impl() const {
   return {meminfo_kib("MemAvailable:") * 1024, meminfo_kib("MemTotal:") * 1024};
 }
 

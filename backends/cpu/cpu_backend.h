@@ -21,7 +21,7 @@ class CpuDevice final : public Device {
   std::string_view name() const override { return "CPU"; }
   std::string description() const override;
   DeviceType type() const override { return DeviceType::CPU; }
-  MemoryInfo memory() const override;
+  MemoryInfo memory_impl() const override;
   DeviceCaps caps() const override { return {.buffer_from_host_ptr = true}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return cpu_type_; }

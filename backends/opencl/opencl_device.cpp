@@ -89,7 +89,7 @@ OpenClDevice::OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_dev
   check(status, fmt::format("creating the command queue of {}", name_));
 }
 
-MemoryInfo OpenClDevice::memory() const {
+MemoryInfo OpenClDevice::memory_impl() const {
   const size_t used = allocated_.load();
   return {used < total_memory_ ? total_memory_ - used : 0, total_memory_};
 }

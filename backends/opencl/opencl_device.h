@@ -36,7 +36,7 @@ class OpenClDevice final : public Device {
   std::string_view name() const override { return name_; }
   std::string description() const override { return description_; }
   DeviceType type() const override { return type_; }
-  MemoryInfo memory() const override;
+  MemoryInfo memory_impl() const override;
   DeviceCaps caps() const override { return {.async = true, .events = true, .host_buffer = true}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return buffer_type_; }

@@ -286,7 +286,7 @@ class RpcDevice final : public Device {
   std::string_view name() const override { return name_; }
   std::string description() const override { return description_; }
   DeviceType type() const override { return DeviceType::GPU; }
-  MemoryInfo memory() const override {
+  MemoryInfo memory_impl() const override {
     DeviceRef q;
     q.set_device(index_);
     MemoryReply r;

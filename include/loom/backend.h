@@ -7,6 +7,7 @@
 // Optional members have defaults here, documented where declared.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -77,7 +78,7 @@ class BufferType {
 class Buffer : public std::enable_shared_from_this<Buffer> {
  public:
   Buffer(BufferType& type, size_t size) : type_(&type), size_(size) {}
-  virtual ~Buffer() = default;
+  virtual ~Buffer();  // returns its bytes to its device's count (Device::allocated_bytes)
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
@@ -113,9 +114,11 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   size_t offset_of(const Tensor& t) const;
 
  private:
+  friend class BufferType;
   BufferType* type_;
   size_t size_;
   BufferUsage usage_ = BufferUsage::Any;
+  Device* charged_ = nullptr;  // the device whose count holds size_ (set by BufferType::alloc)
 };
 
 class Event {
@@ -171,7 +174,18 @@ class Device {
   virtual std::string_view name() const = 0;  // what users type: "CPU", "OpenCL0"
   virtual std::string description() const = 0;
   virtual DeviceType type() const = 0;
-  virtual MemoryInfo memory() const = 0;
+  // Free and total memory: what the device reports (memory_impl), capped by
+  // set_memory_cap: total at most the cap, free at most the cap less the
+  // bytes allocated here through BufferType::alloc.
+  MemoryInfo memory() const;
+  // A cap on this device's memory (0: none), for tests and for sharing a GPU
+  // (LOOM_DEVICE_MEMORY sets it, see registry.h): an allocation that would
+  // take the bytes allocated here past it fails as out of memory.
+  void set_memory_cap(size_t bytes) { memory_cap_ = bytes; }
+  size_t memory_cap() const { return memory_cap_; }
+  // Bytes held now by buffers of this device's types allocated through
+  // BufferType::alloc (mapped host memory, buffer_from_host_ptr, is not counted).
+  size_t allocated_bytes() const { return allocated_.load(std::memory_order_relaxed); }
   virtual DeviceCaps caps() const = 0;
 
   virtual std::unique_ptr<Backend> create_backend(const BackendOptions& options = {}) = 0;
@@ -215,6 +229,42 @@ class Device {
     (void)node;
     return false;
   }
+
+ protected:
+  // The device's own figures, before any cap.
+  virtual MemoryInfo memory_impl() const = 0;
+
+ private:
+  friend class BufferType;
+  friend class Buffer;
+  size_t memory_cap_ = 0;
+  std::atomic<size_t> allocated_{0};
+};
+
+// A dry run: while one is alive on a thread, BufferType::alloc on that
+// thread allocates nothing and returns buffers without memory (writes to
+// them are dropped, reads give nothing), and records every request. A model
+// loaded and a session created inside one run the real placement and
+// planning code, so the bytes recorded are what a real load allocates.
+class DryRun {
+ public:
+  struct Allocation {
+    BufferType* type;
+    size_t size;
+    std::weak_ptr<Buffer> buffer;  // for its usage, set after the allocation
+  };
+  DryRun();
+  ~DryRun();
+  DryRun(const DryRun&) = delete;
+  DryRun& operator=(const DryRun&) = delete;
+  const std::vector<Allocation>& allocations() const { return allocations_; }
+  // The dry run active on this thread, or null.
+  static DryRun* active();
+
+ private:
+  friend class BufferType;
+  DryRun* outer_;
+  std::vector<Allocation> allocations_;
 };
 
 // The one tensor-data path. Offsets and sizes are in bytes within the tensor

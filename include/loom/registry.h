@@ -31,7 +31,7 @@ namespace loom {
 // (virtual functions added, removed, reordered or with new semantics), a
 // type they use by value (Tensor, Graph, DType, Op numbering, ...), or the
 // entry points themselves. Adding a non-virtual helper does not need a bump.
-inline constexpr uint32_t kPluginApiVersion = 1;
+inline constexpr uint32_t kPluginApiVersion = 2;  // 2: Device memory caps and counts, Buffer charges, DryRun
 
 class BackendFamily {
  public:
@@ -69,6 +69,13 @@ class Registry {
   // The devices a LOOM_DEVICES value keeps: those named (case-insensitive),
   // plus the CPU, which is always kept as the fallback.
   static std::vector<Device*> filter_devices(const std::vector<Device*>& devices, std::string_view spec);
+  // Applies a LOOM_DEVICE_MEMORY value, "NAME=SIZE,NAME=SIZE" (names
+  // case-insensitive; SIZE is bytes with an optional K, M, G or T suffix,
+  // powers of 1024, "KiB"/"MiB"/... and a trailing "B" accepted), as memory
+  // caps (Device::set_memory_cap) on `devices`. Throws loom::Error naming the
+  // variable and the entry for a malformed entry, a zero size or an unknown
+  // device; nothing is capped then.
+  static void apply_memory_caps(const std::vector<Device*>& devices, std::string_view spec);
 
  private:
   Registry() = default;

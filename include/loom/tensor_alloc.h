@@ -20,17 +20,38 @@
 
 namespace loom {
 
-// A buffer type could not provide the memory asked for.
+// What the memory was for, so that a front end can say which of its options
+// would need less (fewer offloaded layers, a smaller context, ...).
+enum class MemoryUse { Other, Weights, KvCache, Compute };
+
+// A buffer type could not provide the memory asked for. The message names the
+// buffer type, its device, the bytes asked for and the bytes the device had free.
 class OutOfMemory : public Error {
  public:
-  OutOfMemory(const std::string& what, std::string buffer_type, size_t requested)
-      : Error(what), buffer_type_(std::move(buffer_type)), requested_(requested) {}
+  OutOfMemory(const std::string& what, std::string buffer_type, size_t requested, std::string device = {},
+              size_t free = 0, MemoryUse use = MemoryUse::Other)
+      : Error(what),
+        buffer_type_(std::move(buffer_type)),
+        requested_(requested),
+        device_(std::move(device)),
+        free_(free),
+        use_(use) {}
   const std::string& buffer_type() const { return buffer_type_; }
   size_t requested() const { return requested_; }  // bytes of the allocation that failed
+  const std::string& device() const { return device_; }  // "" when the type has no device
+  size_t free() const { return free_; }                  // the device's free bytes then
+  MemoryUse use() const { return use_; }
+  // The same failure, its message prefixed with `context` and its use set.
+  OutOfMemory within(std::string_view context, MemoryUse use) const {
+    return OutOfMemory(fmt::format("{}: {}", context, what()), buffer_type_, requested_, device_, free_, use);
+  }
 
  private:
   std::string buffer_type_;
   size_t requested_;
+  std::string device_;
+  size_t free_;
+  MemoryUse use_;
 };
 
 // Allocates `size` bytes of `type`, turning any failure into OutOfMemory whose

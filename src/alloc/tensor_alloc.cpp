@@ -23,9 +23,15 @@ std::shared_ptr<Buffer> alloc_buffer_or_throw(BufferType& type, size_t size, std
   } catch (const OutOfMemory&) {
     throw;
   } catch (const std::exception& e) {  // loom::Error from the type, std::bad_alloc, ...
-    throw OutOfMemory(fmt::format("{}: out of memory: allocating {} bytes ({:.1f} MiB) of buffer type {} failed: {}",
-                                  what, size, size / 1048576.0, type.name(), e.what()),
-                      std::string(type.name()), size);
+    const Device* d = type.device();
+    const size_t free = d ? d->memory().free : 0;
+    throw OutOfMemory(
+        fmt::format("{}: out of memory: allocating {} bytes ({:.1f} MiB) of buffer type {}{} failed: {}", what, size,
+                    size / 1048576.0, type.name(),
+                    d ? fmt::format(" on device {} ({} bytes, {:.1f} MiB, free)", d->name(), free, free / 1048576.0)
+                      : std::string(),
+                    e.what()),
+        std::string(type.name()), size, d ? std::string(d->name()) : std::string(), free);
   }
 }
 

@@ -1,4 +1,6 @@
 #include "loom/backend.h"
+
+#include <algorithm>
 #include "loom/error.h"
 #include "loom/fault_injection.h"
 #include "loom/iequals.h"
@@ -21,7 +23,44 @@ class EmptyBuffer final : public Buffer {
   alignas(64) char anchor_ = 0;
 };
 
+// What a dry run's requests get: the size asked for, no memory. Tensors can
+// be placed in it (their data pointers are never dereferenced: writes are
+// dropped, reads leave the destination as it was).
+class DryRunBuffer final : public Buffer {
+ public:
+  DryRunBuffer(BufferType& type, size_t size) : Buffer(type, size) {}
+  void* base() override { return reinterpret_cast<void*>(kBase); }
+  void set_tensor(Tensor&, const void*, size_t, size_t) override {}
+  void get_tensor(const Tensor&, void*, size_t, size_t) override {}
+  void memset_tensor(Tensor&, uint8_t, size_t, size_t) override {}
+  void clear(uint8_t) override {}
+
+ private:
+  static constexpr uintptr_t kBase = uintptr_t{1} << 40;  // aligned for every type, never read
+};
+
+thread_local DryRun* t_dry_run = nullptr;
+
+std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
+
 }  // namespace
+
+DryRun::DryRun() : outer_(t_dry_run) { t_dry_run = this; }
+DryRun::~DryRun() { t_dry_run = outer_; }
+DryRun* DryRun::active() { return t_dry_run; }
+
+MemoryInfo Device::memory() const {
+  MemoryInfo m = memory_impl();
+  if (memory_cap_ == 0) return m;
+  const size_t used = allocated_bytes();
+  m.total = std::min(m.total, memory_cap_);
+  m.free = std::min(m.free, used < memory_cap_ ? memory_cap_ - used : 0);
+  return m;
+}
+
+Buffer::~Buffer() {
+  if (charged_) charged_->allocated_.fetch_sub(size_, std::memory_order_relaxed);
+}
 
 std::string_view device_type_name(DeviceType type) {
   switch (type) {
@@ -38,9 +77,29 @@ std::shared_ptr<Buffer> BufferType::alloc(size_t size) {
   if (size > max_size())
     fail("buffer type {}: cannot allocate {} bytes, the largest allocation is {} bytes", name(), size,
          max_size());
+  if (DryRun* dry = DryRun::active()) {
+    auto b = std::make_shared<DryRunBuffer>(*this, size);
+    dry->allocations_.push_back({this, size, b});
+    return b;
+  }
   if (fault::should_fail(fault::Site::BufferAlloc))
     fail("buffer type {}: cannot allocate {} bytes: injected failure", name(), size);
-  return alloc_impl(size);
+  // Charged to the type's device; pinned host memory of a GPU is host memory, not the GPU's.
+  Device* d = device();
+  if (d && is_host() && d->type() != DeviceType::CPU) d = nullptr;
+  if (d && d->memory_cap_ != 0) {
+    const size_t used = d->allocated_bytes();
+    if (used > d->memory_cap_ || size > d->memory_cap_ - used)
+      fail("buffer type {}: cannot allocate {} bytes ({}): device {} is capped at {} ({} allocated, {} free)", name(),
+           size, mib(size), d->name(), mib(d->memory_cap_), mib(used),
+           mib(used < d->memory_cap_ ? d->memory_cap_ - used : 0));
+  }
+  std::shared_ptr<Buffer> b = alloc_impl(size);
+  if (d) {
+    d->allocated_.fetch_add(size, std::memory_order_relaxed);
+    b->charged_ = d;
+  }
+  return b;
 }
 
 size_t BufferType::alloc_size(const Tensor& t) const { return t.nbytes(); }

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -43,6 +45,7 @@ Registry& Registry::get() {
     r->load_plugins_from_search_path();
     r->apply_filter();
     r->warn_unknown_filter_names();
+    if (const char* caps = std::getenv("LOOM_DEVICE_MEMORY")) apply_memory_caps(r->all_devices_, caps);
     return r;
   }();
   return *registry;
@@ -141,6 +144,54 @@ std::vector<Device*> Registry::filter_devices(const std::vector<Device*>& device
     if (keep) kept.push_back(d);
   }
   return kept;
+}
+
+namespace {
+
+// "512MiB", "1G", "1048576": bytes, or nullopt when malformed or zero.
+std::optional<size_t> parse_size(std::string_view s) {
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    if (value > (UINT64_MAX - 9) / 10) return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(s[i++] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  std::string unit(s.substr(i));
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::pair<std::string_view, int> kUnits[] = {
+      {"", 0},    {"b", 0},    {"k", 10},  {"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},
+      {"mib", 20}, {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40}};
+  int shift = -1;
+  for (const auto& [name, sh] : kUnits)
+    if (unit == name) shift = sh;
+  if (shift < 0 || value == 0 || value > (UINT64_MAX >> shift)) return std::nullopt;
+  return static_cast<size_t>(value << shift);
+}
+
+}  // namespace
+
+void Registry::apply_memory_caps(const std::vector<Device*>& devices, std::string_view spec) {
+  std::vector<std::pair<Device*, size_t>> caps;
+  for (const std::string& entry : split(spec, ',')) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos)
+      fail("LOOM_DEVICE_MEMORY: entry '{}' is not NAME=SIZE (e.g. OpenCL0=512MiB)", entry);
+    const std::string name = entry.substr(0, eq);
+    const auto size = parse_size(std::string_view(entry).substr(eq + 1));
+    if (!size)
+      fail("LOOM_DEVICE_MEMORY: entry '{}': '{}' is not a positive size (bytes, or with K, M, G, T, KiB, MiB, GiB, "
+           "TiB)",
+           entry, entry.substr(eq + 1));
+    auto d = std::find_if(devices.begin(), devices.end(), [&name](Device* x) { return iequals(x->name(), name); });
+    if (d == devices.end()) {
+      std::string names;
+      for (Device* x : devices) names += (names.empty() ? "" : ", ") + std::string(x->name());
+      fail("LOOM_DEVICE_MEMORY: entry '{}': no device named '{}' (devices: {})", entry, name, names);
+    }
+    caps.emplace_back(*d, *size);
+  }
+  for (auto& [d, bytes] : caps) d->set_memory_cap(bytes);
 }
 
 Device* Registry::find(std::string_view name) const {

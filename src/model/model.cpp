@@ -95,7 +95,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const std::vector<De
     m->output_ = w.optional("output.weight", {h.n_embd, h.n_vocab}, h.n_layer, Op::MulMat);
   if (!m->output_) m->output_ = m->token_embd_;  // tied: placed in place_weights
   m->refuse_unused_tensors();
-  m->place_weights(options);
+  try {
+    m->place_weights(options);
+  } catch (const OutOfMemory& e) {
+    throw e.within(fmt::format("{}: loading the weights", path), MemoryUse::Weights);
+  }
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
@@ -344,6 +348,7 @@ void Model::upload(const LoadOptions& options) {
     TensorAllocation a = allocate_tensors(tensors, *type, BufferUsage::Weights);
     for (auto& b : a.buffers) buffers_.push_back(std::move(b));
   }
+  if (DryRun::active()) return;  // the buffers have no memory to fill
   uint64_t total = 0, done = 0;
   for (const Weight& w : weights_)
     if (w.type && w.type != mapped) total += w.tensor->nbytes();

@@ -70,10 +70,16 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
     it->second.push_back(v);
   }
   for (auto& [device, tensors] : by_device) {
-    TensorAllocation a = allocate_tensors(tensors, device->default_buffer_type(), BufferUsage::Any);
-    for (auto& b : a.buffers) {
-      b->clear(0);
-      cache_buffers_.push_back(std::move(b));
+    try {
+      TensorAllocation a = allocate_tensors(tensors, device->default_buffer_type(), BufferUsage::Any);
+      for (auto& b : a.buffers) {
+        b->clear(0);
+        cache_buffers_.push_back(std::move(b));
+      }
+    } catch (const OutOfMemory& e) {
+      throw e.within(fmt::format("the KV cache ({} cells, {} layers on {})", n_ctx_, tensors.size() / 2,
+                                 device->name()),
+                     MemoryUse::KvCache);
     }
   }
   // One backend per device holding weights or cache, the CPU last.
@@ -88,7 +94,12 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
   UbatchGraph g;
   build_graph(g, worst, n_ctx_, worst);
-  scheduler_->reserve(g.graph);
+  try {
+    scheduler_->reserve(g.graph);
+  } catch (const OutOfMemory& e) {
+    throw e.within(fmt::format("the compute buffers ({} tokens a micro-batch, context {})", worst, n_ctx_),
+                   MemoryUse::Compute);
+  }
 }
 
 Session::~Session() = default;
@@ -216,7 +227,12 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
       last_graph_->n_kv = n_kv;
       last_graph_->n_out = n_out;
       build_graph(*last_graph_, n_tokens, n_kv, n_out);
-      scheduler_->allocate(last_graph_->graph);
+      try {
+        scheduler_->allocate(last_graph_->graph);
+      } catch (const OutOfMemory& oom) {
+        throw oom.within(fmt::format("the compute buffers ({} tokens attending to {} cells)", n, n_kv),
+                         MemoryUse::Compute);
+      }
       ++stats_.graphs_built;
     }
     UbatchGraph& g = *last_graph_;

@@ -132,7 +132,7 @@ class NoMulMatDevice final : public Device {
   std::string_view name() const override { return "NoMulMat"; }
   std::string description() const override { return "CPU without mul_mat"; }
   DeviceType type() const override { return DeviceType::CPU; }
-  MemoryInfo memory() const override { return cpu_.memory(); }
+  MemoryInfo memory_impl() const override { return cpu_.memory(); }
   DeviceCaps caps() const override { return cpu_.caps(); }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return cpu_.default_buffer_type(); }

@@ -184,7 +184,7 @@ class CpuWithoutMapping final : public Device {
   std::string_view name() const override { return "CPU-without-mapping"; }
   std::string description() const override { return cpu_.description(); }
   DeviceType type() const override { return DeviceType::CPU; }
-  MemoryInfo memory() const override { return cpu_.memory(); }
+  MemoryInfo memory_impl() const override { return cpu_.memory(); }
   DeviceCaps caps() const override { return {}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override {
     return cpu_.create_backend(options);

@@ -53,7 +53,7 @@ class ExampleDevice final : public Device {
   std::string_view name() const override { return "Example0"; }
   std::string description() const override { return "example plugin device (no ops)"; }
   DeviceType type() const override { return DeviceType::ACCEL; }
-  MemoryInfo memory() const override { return {1 << 20, 1 << 20}; }
+  MemoryInfo memory_impl() const override { return {1 << 20, 1 << 20}; }
   DeviceCaps caps() const override { return {}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions&) override {
     fail("Example0 cannot compute");

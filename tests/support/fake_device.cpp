@@ -142,7 +142,7 @@ std::string FakeDevice::description() const {
   return fmt::format("fake device for tests ({} MiB, {})", options_.memory >> 20, ops);
 }
 
-MemoryInfo FakeDevice::memory() const {
+MemoryInfo FakeDevice::memory_impl() const {
   const size_t used = used_;
   return {used < options_.memory ? options_.memory - used : 0, options_.memory};
 }

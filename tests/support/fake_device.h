@@ -55,7 +55,7 @@ class FakeDevice final : public Device {
   std::string_view name() const override { return options_.name; }
   std::string description() const override;
   DeviceType type() const override { return options_.type; }
-  MemoryInfo memory() const override;
+  MemoryInfo memory_impl() const override;
   DeviceCaps caps() const override { return {}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options = {}) override;
   BufferType& default_buffer_type() override { return buffer_type_; }

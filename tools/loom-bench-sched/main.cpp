@@ -70,7 +70,7 @@ class NullDevice final : public Device {
   std::string_view name() const override { return name_; }
   std::string description() const override { return "does nothing"; }
   DeviceType type() const override { return type_; }
-  MemoryInfo memory() const override { return {}; }
+  MemoryInfo memory_impl() const override { return {}; }
   DeviceCaps caps() const override { return {.async = true}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions&) override { return std::make_unique<NullBackend>(*this); }
   BufferType& default_buffer_type() override { return bt_; }

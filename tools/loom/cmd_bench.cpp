@@ -3,6 +3,7 @@
 // runs are their cartesian product, and each run's record (build, hardware,
 // model, parameters, average and spread of tokens/s, samples) is printed as
 // it finishes in the chosen format (-o md|csv|json|jsonl|sql).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -20,6 +21,8 @@
 #include "commands.h"
 #include "loom/cpu_cores.h"
 #include "loom/error.h"
+#include "fit_args.h"
+#include "loom/registry.h"
 #include "placement_args.h"
 
 namespace loom::cli {
@@ -29,7 +32,7 @@ namespace {
 int default_thread_count() { return physical_cores(); }
 
 std::vector<OptionSpec> bench_option_specs() {
-  return {
+  std::vector<OptionSpec> specs = {
       {{"-m", "--model"}, "FILES", "GGUF models (comma list; the flag may repeat)"},
       {{"-p", "--n-prompt"}, "N", "prompt-processing tests of N tokens (default 512; 0: none)"},
       {{"-n", "--n-gen"}, "N", "generation tests of N tokens (default 128; 0: none)"},
@@ -57,6 +60,23 @@ std::vector<OptionSpec> bench_option_specs() {
       {{"--seed"}, "N", "seed of the random token ids (default 1)"},
       {{"-v", "--verbose"}, "", "print progress to stderr"},
   };
+  for (auto& spec : fit_option_specs())
+    if (spec.names.front() != "--fit-ctx") specs.push_back(std::move(spec));  // each test sets the context
+  return specs;
+}
+
+// The session a load's runs need at most: --fit sizes the placement for it.
+SessionOptions largest_session(const std::vector<BenchInstance>& runs, const BenchLoadKey& load) {
+  SessionOptions so;
+  so.n_ctx = 1;
+  so.n_batch = so.n_ubatch = 1;
+  for (const BenchInstance& r : runs)
+    if (r.load == load) {
+      so.n_ctx = std::max<int64_t>(so.n_ctx, r.n_depth + r.n_prompt + r.n_gen);
+      so.n_batch = std::max<int64_t>(so.n_batch, r.n_batch);
+      so.n_ubatch = std::max<int64_t>(so.n_ubatch, r.n_ubatch);
+    }
+  return so;
 }
 
 std::vector<std::string> all_items(const Args& args, const std::string& flag, char sep = ',') {
@@ -204,6 +224,15 @@ int cmd_bench(int argc, char** argv) {
       LoadOptions lo;
       lo.use_mmap = run.load.use_mmap;
       lo.placement = placement_options(run.load);
+      if (const FitChoice fit = fit_choice(args, Registry::get().devices()); fit.on) {
+        FitOptions fo = fit.options;
+        fo.choose_ctx = false;
+        const FitResult r = fit_model(run.load.model, Registry::get().devices(), lo,
+                                      largest_session(runs, run.load), fo);
+        if (!r.fits) fail("--fit: {}", r.reason);
+        lo.placement = r.placement;
+        std::fprintf(stderr, "loom bench: fit: -ngl %d: %s\n", r.placement.n_gpu_layers, r.reason.c_str());
+      }
       if (verbose) std::fprintf(stderr, "loom bench: loading %s\n", run.load.model.c_str());
       model = load_model(run.load.model, lo);
       info = describe_model(*model);

@@ -11,6 +11,7 @@
 #include "loom/error.h"
 #include "loom/tokenizer.h"
 #include "model_args.h"
+#include "fit_args.h"
 #include "placement_args.h"
 
 namespace loom::cli {
@@ -30,7 +31,10 @@ int cmd_eval(int argc, char** argv) {
     return 0;
   }
   connect_rpc(args);
-  auto model = load_model(model_path(args), load_options(args));
+  LoadOptions lo = load_options(args);
+  SessionOptions session_opts = session_options(args);
+  apply_fit(args, model_path(args), lo, session_opts);
+  auto model = load_model(model_path(args), lo);
   std::vector<int32_t> tokens;
   if (auto list = args.get("--tokens")) {
     for (const std::string& item : split_list(*list, ',', true)) {
@@ -47,7 +51,7 @@ int cmd_eval(int argc, char** argv) {
   } else {
     fail("give --tokens IDS or --prompt TEXT");
   }
-  Session session(*model, session_options(args));
+  Session session(*model, session_opts);
   const bool all = args.has("--all-logits");
   const std::vector<float> logits = session.decode(tokens, all);
   const int64_t n_vocab = model->hparams().n_vocab;

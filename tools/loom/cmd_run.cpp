@@ -14,6 +14,7 @@
 #include "loom/sampler.h"
 #include "loom/tokenizer.h"
 #include "model_args.h"
+#include "fit_args.h"
 #include "placement_args.h"
 #include "run_chat.h"
 
@@ -89,9 +90,11 @@ int cmd_run(int argc, char** argv) {
 
   LoadOptions lo = load_options(args);
   lo.progress = true;
+  SessionOptions session_opts = session_options(args);
+  apply_fit(args, model_path(args), lo, session_opts);
   auto model = load_model(model_path(args), lo);
   const Tokenizer& tok = model->tokenizer();
-  Session session(*model, session_options(args));
+  Session session(*model, session_opts);
   Sampler sampler(so);
   if (args.has("--conversation")) return run_chat(args, *model, session, sampler, n_predict);
 

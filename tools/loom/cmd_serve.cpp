@@ -8,6 +8,7 @@
 #include "chat_args.h"
 #include "commands.h"
 #include "model_args.h"
+#include "fit_args.h"
 #include "placement_args.h"
 #include "server.h"
 
@@ -42,11 +43,12 @@ int cmd_serve(int argc, char** argv) {
 
   LoadOptions lo = load_options(args);
   lo.progress = true;
-  auto model = load_model(path, lo);
   serve::EngineOptions eo;
-  eo.n_slots = args.get_int("--parallel", 4, 1, 4096);
   eo.session = session_options(args);
-  if (args.get("--ctx-size") == std::nullopt)  // the default context, for every slot together
+  const bool fit_ctx = apply_fit(args, path, lo, eo.session);
+  auto model = load_model(path, lo);
+  eo.n_slots = args.get_int("--parallel", 4, 1, 4096);
+  if (!fit_ctx && args.get("--ctx-size") == std::nullopt)  // the default context, for every slot together
     eo.session.n_ctx = std::min<int64_t>(model->hparams().n_ctx_train, 4096);
   eo.n_step_tokens = eo.session.n_batch;
   GgufChatInfo chat = chat_info_from_gguf(model->file());

@@ -17,5 +17,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_apply_template(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_rpc_server(int argc, char** argv);
+int cmd_fit(int argc, char** argv);
 
 }  // namespace loom::cli

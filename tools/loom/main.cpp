@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "loom/error.h"
+#include "loom/tensor_alloc.h"
 
 namespace {
 
@@ -21,6 +22,7 @@ constexpr Command kCommands[] = {
     {"run", loom::cli::cmd_run, "generate text from a prompt with a GGUF model"},
     {"eval", loom::cli::cmd_eval, "print the logits of given tokens as JSON"},
     {"serve", loom::cli::cmd_serve, "serve a model over an OpenAI-compatible HTTP API (continuous batching)"},
+    {"fit", loom::cli::cmd_fit, "predict each device's memory for a model (dry run), as given or as --fit chooses"},
     {"bench", loom::cli::cmd_bench, "measure prompt and generation speed (tokens/s), like llama-bench"},
     {"make-model", loom::cli::cmd_make_model, "write a llama GGUF file with reproducible random weights"},
     {"quantize", loom::cli::cmd_quantize, "quantize a GGUF model to a llama.cpp file type (Q4_K_M, Q8_0, ...)"},
@@ -31,6 +33,21 @@ constexpr Command kCommands[] = {
     {"test-ops", loom::cli::cmd_test_ops, "run the op conformance suite on the registered devices"},
     {"rpc-server", loom::cli::cmd_rpc_server, "serve this machine's devices to other Looms over gRPC (--rpc)"},
 };
+
+// Which options would need less of the memory that ran out.
+const char* oom_hint(loom::MemoryUse use) {
+  switch (use) {
+    case loom::MemoryUse::Weights:
+      return "offload fewer layers (lower -ngl), keep weights on the CPU (-ot, --n-cpu-moe), or let --fit on choose";
+    case loom::MemoryUse::KvCache:
+      return "use a smaller context (lower -c), offload fewer layers (lower -ngl), or let --fit on choose";
+    case loom::MemoryUse::Compute:
+      return "use a smaller context (lower -c) or micro-batch (-ub), offload fewer layers (lower -ngl), or let --fit "
+             "on choose";
+    case loom::MemoryUse::Other: break;
+  }
+  return "offload fewer layers (lower -ngl), use a smaller context (lower -c), or let --fit on choose";
+}
 
 void print_usage() {
   std::printf("usage: loom <command> [options]\n\ncommands:\n");
@@ -50,6 +67,10 @@ int main(int argc, char** argv) {
     if (std::string_view(argv[1]) != c.name) continue;
     try {
       return c.run(argc - 2, argv + 2);
+    } catch (const loom::OutOfMemory& e) {
+      std::fprintf(stderr, "loom %s: error: %s\nloom %s: hint: %s ('loom fit' shows what each device would hold)\n",
+                   c.name, e.what(), c.name, oom_hint(e.use()));
+      return 1;
     } catch (const loom::Error& e) {
       std::fprintf(stderr, "loom %s: error: %s\n", c.name, e.what());
       return 1;

@@ -8,6 +8,7 @@
 #include "loom/backend.h"
 #include "loom/error.h"
 #include "model_gen/model_gen.h"
+#include "fit_args.h"
 #include "placement_args.h"
 
 namespace loom::cli {
@@ -28,7 +29,7 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
 }  // namespace
 
 std::vector<OptionSpec> model_option_specs() {
-  return {
+  std::vector<OptionSpec> specs = {
       {{"-m", "--model"}, "FILE", "GGUF model (default: a built-in random tiny model, generated on first use)"},
       {{"-t", "--threads"}, "N", "CPU threads, at most 512 (default and 0: one per physical core)"},
       {{"--poll"}, "0-100", "how long idle CPU threads poll for work before sleeping (default 50; 0: sleep at once)"},
@@ -46,6 +47,8 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-cmoe", "--cpu-moe"}, "", "keep the expert weights of every layer in CPU memory (after -ot)"},
       {{"-ncmoe", "--n-cpu-moe"}, "N", "keep the expert weights of the first N layers in CPU memory (after -ot)"},
   };
+  for (auto& s : fit_option_specs()) specs.push_back(std::move(s));
+  return specs;
 }
 
 std::string default_model_path() {
