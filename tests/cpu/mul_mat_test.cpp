@@ -8,7 +8,8 @@
 // sum |a*b| over the dot product. The other quantized types (Q4_1 .. MXFP4)
 // quantize b as their integer dots do (quant_dot.h): Q8_K blocks (the
 // reference quantize_row_q8_k) for 256-element super-blocks, the same 32-element
-// blocks as Q8_0 for the rest, so the same tolerance holds. Their row lengths
+// blocks as Q8_0 for the rest, so the same tolerance holds. Q4_K and Q6_K on
+// a level's integer gemm (cpu::mul_mat_int_gemm) quantize b as Q4_0. Their row lengths
 // are multiples of 256 (see scaled_k). BF16 weights may round b to bf16
 // (vdpbf16ps), a relative error of at most 2^-9 per element: tolerance 4e-3.
 // Quantized weights are checked on both paths (cpu::QuantPath): integer
@@ -62,9 +63,9 @@ std::vector<double> quantize_like_kernels(const std::vector<float>& x) {
 }
 
 // b as the kernels see it for weights of `type` (f32 when they dequantize a).
-std::vector<double> b_like_kernels(DType type, bool dequantized, const std::vector<float>& x) {
+std::vector<double> b_like_kernels(DType type, bool dequantized, bool int_gemm, const std::vector<float>& x) {
   if (!traits(type).is_quantized || dequantized) return {x.begin(), x.end()};
-  if (type == DType::Q8_0 || type == DType::Q4_0) return quantize_like_kernels(x);
+  if (type == DType::Q8_0 || type == DType::Q4_0 || int_gemm) return quantize_like_kernels(x);
   if (cpu::act_format(type) == cpu::ActFormat::Q8_32) return quantize_like_kernels(x);
   std::vector<BlockQ8_K> blocks(x.size() / kQK_K);
   std::vector<float> deq(x.size());
@@ -79,6 +80,7 @@ void check(const Case& c, DType type, Isa isa, cpu::QuantPath path, int threads,
   ASSERT_EQ(cpu::mul_mat_isa(), isa);
   cpu::set_mul_mat_quant_path(path);
   const bool dequantized = cpu::mul_mat_dequantizes(isa, type, c.N);
+  const bool int_gemm = cpu::mul_mat_int_gemm(isa, type, c.N);
 
   Context ctx;
   Tensor* a = ctx.new_tensor(type, {c.K, c.M, c.a2, c.a3});
@@ -128,7 +130,7 @@ void check(const Case& c, DType type, Isa isa, cpu::QuantPath path, int threads,
             case BLayout::Permuted: col[k] = sv[k + c.K * (i2 + c.b2 * (j + c.N * i3))]; break;
           }
         }
-        const std::vector<double> bref = b_like_kernels(type, dequantized, col);
+        const std::vector<double> bref = b_like_kernels(type, dequantized, int_gemm, col);
         const int64_t ia2 = i2 / (c.b2 / c.a2), ia3 = i3 / (c.b3 / c.a3);
         for (int64_t i = 0; i < c.M; ++i) {
           const float* arow = &a_deq[c.K * (i + c.M * (ia2 + c.a2 * ia3))];

@@ -105,9 +105,9 @@ constexpr ThresholdRule kTable[] = {
     // whose max is only 1.7 sigma. A wrong scale or offset gives 1e-2 or more.
     {Op::MulMat, DType::Q2_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
     {Op::MulMat, DType::Q3_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
-    {Op::MulMat, DType::Q4_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::Q4_K, 5e-3, "allows b quantized to q8_K blocks (see above); gemm: finer q8 blocks of 32"},
     {Op::MulMat, DType::Q5_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
-    {Op::MulMat, DType::Q6_K, 5e-3, "allows b quantized to q8_K blocks (see above)"},
+    {Op::MulMat, DType::Q6_K, 5e-3, "allows b quantized to q8_K blocks (see above); gemm: finer q8 blocks of 32"},
     {Op::MulMat, DType::IQ4_XS, 5e-3, "allows b quantized to q8_K blocks (see above)"},
     // mul_mat_id: one mul_mat per (token, expert), the same room for b.
     {Op::MulMatId, DType::F32, 2e-6, "f32 sums; allows b rounded to f16 or tf32 (up to ~4e-7)"},

@@ -130,13 +130,16 @@ bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
 
 // Fewest b columns for which the f32 gemm on dequantized rows beats the
 // integer dots (which load each weight block once per column, or once per 4
-// columns for Q4_K..Q6_K), measured with bench/mul_mat_bench on AVX2 (Zen 3,
+// columns for Q5_K), measured with bench/mul_mat_bench on AVX2 (Zen 3,
 // 2048 x 2048 weights): from 16 columns for the 32-element types and IQ4_XS,
 // whose to_float is cheap (the dots were 2-4x slower at 512 columns); from
 // 32 for Q2_K / Q3_K, whose to_float costs more per row; from 64 for Q4_K
-// (dequant_row_fn; 10-25% faster at 64-512 columns, in noisy measurements).
-// Q5_K and Q6_K measured even at 64-512 columns (4-column dots), Q8_0 / Q4_0
-// have an integer gemm, 1.2x faster than dequantizing: they stay integer.
+// where the level has no gemm_u4 (dequant_row_fn; 10-25% faster at 64-512
+// columns, in noisy measurements). Q5_K measured even at 64-512 columns
+// (4-column dots). Q8_0 / Q4_0 have an integer gemm, 1.2x faster than
+// dequantizing, and so do Q4_K (gemm_u4) and Q6_K (gemm_s6) where the level
+// has them (AVX2: 1.3-1.5x the f32 gemm on dequantized rows at 64-512
+// columns, 1.9-2.9x at 16): they stay integer (mul_mat_dequantizes).
 int64_t dequant_min_columns(DType type) {
   constexpr int64_t kNever = INT64_MAX;
   switch (type) {
@@ -153,7 +156,29 @@ int64_t dequant_min_columns(DType type) {
   }
 }
 
+// The expansion of 4-bit weights of `type` for the level's gemm_u4, or null.
+ExpandU4Fn expand_u4(const MulMatKernels& kern, DType type) {
+  if (!kern.gemm_u4) return nullptr;
+  switch (type) {
+    case DType::Q4_0: return kern.expand_u4_q4_0;
+    case DType::Q4_K: return kern.expand_u4_q4_k;
+    default: return nullptr;
+  }
+}
+
+// The expansion of Q6_K weights for the level's gemm_s6, or null.
+ExpandS6Fn expand_s6(const MulMatKernels& kern, DType type) {
+  if (!kern.gemm_s6) return nullptr;
+  return type == DType::Q6_K ? kern.expand_s6_q6_k : nullptr;
+}
+
 }  // namespace
+
+bool mul_mat_int_gemm(Isa isa, DType type, int64_t n) {
+  const MulMatKernels& kern = mul_mat_kernels(isa);
+  return mul_mat_quant_path() != QuantPath::Dequant && (expand_u4(kern, type) || expand_s6(kern, type)) &&
+         n >= kern.panel;
+}
 
 bool mul_mat_dequantizes(Isa isa, DType type, int64_t n) {
   if (!traits(type).is_quantized) return false;
@@ -164,14 +189,16 @@ bool mul_mat_dequantizes(Isa isa, DType type, int64_t n) {
   }
   const MulMatKernels& kern = mul_mat_kernels(isa);
   if (kern.panel == 0) return false;  // no gemm at this level: the integer dots win
+  if (expand_u4(kern, type) || expand_s6(kern, type)) return false;  // its integer gemm wins
   return n >= dequant_min_columns(type);
 }
 
 namespace {
 
 // How the gemm path reads a: straight from the tensor, converted to f32 per
-// chunk, as bf16 pairs (vdpbf16ps), or expanded to bytes per chunk.
-enum class AMode { Direct, Convert, Bf16Pairs, Quant };
+// chunk, as bf16 pairs (vdpbf16ps), or expanded to bytes per chunk (signed
+// for gemm_q8, 4-bit values with offsets for gemm_u4, Q6_K for gemm_s6).
+enum class AMode { Direct, Convert, Bf16Pairs, Quant, QuantU4, QuantS6 };
 
 struct Plan {
   const MulMatKernels* kern = nullptr;
@@ -198,10 +225,14 @@ struct Plan {
   // Quantized weights on the f32 paths (mul_mat_dequantizes): rows are
   // converted with the type's to_float (per chunk on the gemm path, per row
   // on the dot path), b is packed as for F32.
-  ToFloatFn dequant = nullptr;  // 4 columns at once, where the level has it
+  ToFloatFn dequant = nullptr;
+  ExpandU4Fn expand_u4 = nullptr;  // 4-bit weights on gemm_u4 (C = -1)
+  ExpandS6Fn expand_s6 = nullptr;  // Q6_K on gemm_s6 (C = 0)
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
 
+  // b packed as q8 panels (gemm_q8, gemm_u4, gemm_s6).
+  bool quant_panels() const { return amode == AMode::Quant || amode == AMode::QuantU4 || amode == AMode::QuantS6; }
   int64_t n_row_blocks() const { return (M + row_block - 1) / row_block; }
   int64_t n_col_blocks() const { return gemm ? (N + col_block - 1) / col_block : 1; }
   int64_t n_chunks() const { return n_mat * n_row_blocks() * n_col_blocks(); }
@@ -226,21 +257,27 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   p.kind = p.dequant ? WKind::F32 : kind_of(a.type);
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
-  if (traits(a.type).is_quantized && !is_quant(p.kind) && !p.dequant) {
+  // Interleaved weights with a gemm16 kernel take every N on the dot path
+  // (b in row format, 16 rows x up to 8 columns per call).
+  const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
+  if (!gemm16 && mul_mat_int_gemm(kern.isa, a.type, p.N)) {
+    p.expand_u4 = expand_u4(kern, a.type);
+    p.expand_s6 = expand_s6(kern, a.type);
+    p.c_offset = p.expand_u4 ? -1 : 0;
+  }
+  const bool int_gemm = p.expand_u4 || p.expand_s6;
+  if (traits(a.type).is_quantized && !is_quant(p.kind) && !p.dequant && !int_gemm) {
     p.qdot = quant_dot(kern.isa, a.type);
     p.qdot4 = quant_dot4(kern.isa, a.type);
     p.act = act_format(a.type);
   }
-  // Interleaved weights with a gemm16 kernel take every N on the dot path
-  // (b in row format, 16 rows x up to 8 columns per call).
-  const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
   p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16 && !p.qdot;
   const int64_t K = p.K;
   const size_t row_f32 = align_up(K * sizeof(float), kAlign);
   const size_t q8_row = align_up(q8_row_bytes(K), kAlign);
   p.gather_off = 0;
   p.qtmp_off = p.gather_off + row_f32;
-  size_t off = p.qtmp_off + (is_quant(p.kind) ? q8_row : 0);
+  size_t off = p.qtmp_off + (is_quant(p.kind) || int_gemm ? q8_row : 0);
   p.arow_off = off;
   if (p.repacked) off += align_up(a.nb[1], kAlign);
   if (p.dequant && !p.gemm) off += row_f32;
@@ -270,22 +307,30 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
     return p;
   }
 
-  if (is_quant(p.kind)) p.amode = AMode::Quant;
+  if (p.expand_u4) p.amode = AMode::QuantU4;
+  else if (p.expand_s6) p.amode = AMode::QuantS6;
+  else if (is_quant(p.kind)) p.amode = AMode::Quant;
   else if (p.kind == WKind::F16 || p.dequant) p.amode = AMode::Convert;
   else if (p.kind == WKind::BF16) p.amode = kern.gemm_bf16 && K % 2 == 0 ? AMode::Bf16Pairs : AMode::Convert;
   else p.amode = AMode::Direct;
 
-  p.tile_rows = p.amode == AMode::Quant ? kern.rows_q8 : kern.rows_f32;
+  p.tile_rows = p.amode == AMode::Quant     ? kern.rows_q8
+                : p.amode == AMode::QuantU4 ? kern.rows_u4
+                : p.amode == AMode::QuantS6 ? kern.rows_s6
+                                            : kern.rows_f32;
   p.n_units = (p.N + p.P - 1) / p.P;
   // Panels of one matrix lie back to back (micro-kernels find the second of a
   // pair by this size), so they are not padded.
-  if (p.amode == AMode::Quant) p.unit_bytes = q8_panel_bytes(K, p.P);
+  if (p.quant_panels()) p.unit_bytes = q8_panel_bytes(K, p.P);
   else if (p.amode == AMode::Bf16Pairs) p.unit_bytes = K * p.P * sizeof(uint16_t);
   else p.unit_bytes = K * p.P * sizeof(float);
   p.mat_bytes = align_up(p.n_units * p.unit_bytes, kAlign);
 
   // Rows per chunk: as many prepared a rows as fit kABlockBytes.
-  const size_t a_row_bytes = p.amode == AMode::Quant ? K + (K / kQBlock) * sizeof(float) : K * sizeof(float);
+  const size_t a_row_bytes = p.amode == AMode::Quant     ? K + (K / kQBlock) * sizeof(float)
+                             : p.amode == AMode::QuantU4 || p.amode == AMode::QuantS6
+                                 ? K + 2 * (K / kQBlock) * sizeof(float)
+                                                         : K * sizeof(float);
   const int64_t tr = p.tile_rows;
   int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kABlockBytes / std::max<size_t>(a_row_bytes, 1)) / tr) * tr;
   rows = std::min(rows, (p.M + tr - 1) / tr * tr);
@@ -301,8 +346,11 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
 
   p.ablock_off = off;
   if (p.amode == AMode::Convert) off += align_up(rows * K * sizeof(float), kAlign);
-  if (p.amode == AMode::Quant)
+  if (p.quant_panels())
     off += align_up(rows * K, kAlign) + align_up(rows * (K / kQBlock) * sizeof(float), kAlign);
+  // gemm_u4's offsets, or the second half of gemm_s6's scales per 16.
+  if (p.amode == AMode::QuantU4 || p.amode == AMode::QuantS6)
+    off += align_up(rows * (K / kQBlock) * sizeof(float), kAlign);
   p.ctile_off = off;
   off += align_up(tr * pair * sizeof(float), kAlign);
   p.thread_bytes = align_up(off, kAlign);
@@ -368,7 +416,7 @@ void pack_panel(const Plan& p, const Tensor& b, int64_t mat, int64_t panel, uint
   for (int64_t j = j0; j < j1; ++j) {
     const int64_t l = j - j0;
     const float* x = b_column(b, mat, j, tmp);
-    if (p.amode == AMode::Quant) {
+    if (p.quant_panels()) {
       uint8_t* qt = thread + p.qtmp_off;
       auto* q = reinterpret_cast<int8_t*>(qt);
       auto* d = reinterpret_cast<float*>(qt + K);
@@ -492,6 +540,7 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
   auto* af32 = reinterpret_cast<float*>(ablock);
   uint8_t* aq = ablock;
   auto* ad = reinterpret_cast<float*>(ablock + align_up(p.row_block * K, kAlign));
+  float* am = ad + align_up(p.row_block * nb * sizeof(float), kAlign) / sizeof(float);  // QuantU4
   if (p.amode == AMode::Convert) {
     for (int64_t i = r0; i < r1; ++i) {
       const char* ar = a_row(a, b, mat, i);
@@ -505,6 +554,13 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     for (int64_t i = r0; i < r1; ++i)
       expand(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
              ad + (i - r0) * nb);
+  } else if (p.amode == AMode::QuantU4) {
+    for (int64_t i = r0; i < r1; ++i)
+      p.expand_u4(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
+                  ad + (i - r0) * nb, am + (i - r0) * nb);
+  } else if (p.amode == AMode::QuantS6) {
+    for (int64_t i = r0; i < r1; ++i)  // ad holds 2 * nb scales a row (its region and am's)
+      p.expand_s6(a_row(a, b, mat, i), K, aq + (i - r0) * K, ad + (i - r0) * 2 * nb);
   }
 
   for (int64_t cp = c0; cp < c1; cp += 2 * P) {
@@ -529,6 +585,12 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
         }
         case AMode::Quant:
           kern.gemm_q8(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, K, panels, nv, c);
+          break;
+        case AMode::QuantU4:
+          kern.gemm_u4(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, am + (rt - r0) * nb, K, panels, nv, c);
+          break;
+        case AMode::QuantS6:
+          kern.gemm_s6(mr, aq + (rt - r0) * K, ad + (rt - r0) * 2 * nb, K, panels, nv, c);
           break;
       }
       for (int64_t l = 0; l < ncols; ++l) {

@@ -1,7 +1,9 @@
 // AVX-512 (F/BW/VL/DQ + VNNI + F16C) mul_mat kernels. Panels are 16 columns
 // wide (one zmm). Quantized weights use vpdpbusd with the weights as the
 // unsigned operand: Q4_0 nibbles as they are (C = 8), Q8_0 biased by +128
-// (C = 128); the per-block m term of the packed b corrects both.
+// (C = 128); the per-block m term of the packed b corrects both. Q4_K
+// (gemm_u4) adds its per-block offsets to the same loop; Q6_K (gemm_s6) is
+// signed, with the sign moved onto b.
 // GCC 12 reports the deliberately undefined lanes inside its own AVX-512
 // intrinsics as uninitialized (GCC bug 105593); that says nothing about this file.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -13,6 +15,7 @@
 
 #include "loom/types.h"
 #include "gemm_rows.h"
+#include "quant_dot.h"
 #include "vec.h"
 
 namespace loom::cpu {
@@ -351,6 +354,54 @@ void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
   }
 }
 
+// Q4_K for gemm_u4: sub-block s (elements 32s..32s+31) is d * sc[s] * q -
+// dmin * min[s], its nibbles the low (s even) or high (s odd) halves of
+// qs[32 * (s / 2)..].
+void expand_u4_q4_k(const void* a_row, int64_t k, uint8_t* q, float* d, float* m) {
+  const auto* x = static_cast<const BlockQ4_K*>(a_row);
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d += 8, m += 8) {
+    uint8_t sc[8];
+    uint64_t m8;
+    k4_scales_mins(x[b].scales, sc, m8);
+    const float dd = half_to_float(x[b].d), dmin = half_to_float(x[b].dmin);
+    for (int r = 0; r < 4; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * r));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * r), _mm256_and_si256(v, low));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * r + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+    }
+    for (int s = 0; s < 8; ++s) {
+      d[s] = dd * sc[s];
+      m[s] = -dmin * static_cast<float>((m8 >> (8 * s)) & 0xff);
+    }
+  }
+}
+
+// Q6_K for gemm_s6: element r of quarter j (0..3) of half h has its low 4
+// bits in ql[64h + 32(j % 2) + r] (high nibble for j >= 2) and its top 2 bits
+// at 2j in qh[32h + r]; each 16 elements have a scale.
+void expand_s6_q6_k(const void* a_row, int64_t k, uint8_t* q, float* d16) {
+  const auto* x = static_cast<const BlockQ6_K*>(a_row);
+  const __m256i low = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d16 += 16) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * h));
+      const __m256i lows[4] = {_mm256_and_si256(l0, low), _mm256_and_si256(l1, low),
+                               _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+                               _mm256_and_si256(_mm256_srli_epi16(l1, 4), low)};
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_or_si256(lows[j], _mm256_slli_epi16(_mm256_and_si256(qh, three), 4));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * j), _mm256_sub_epi8(v, bias));
+        qh = _mm256_srli_epi16(qh, 2);
+      }
+    }
+    const float d = half_to_float(x[b].d);
+    for (int g = 0; g < 16; ++g) d16[g] = d * x[b].scales[g];
+  }
+}
+
 // ---- panel packing ----------------------------------------------------------------
 
 // r[0..15] (16 values of 16 columns) -> r[k] = element k of every column.
@@ -487,8 +538,113 @@ void gemm_q8_tile(const uint8_t* aq, const float* ad, int64_t k, const uint8_t* 
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
 }
 
+// gemm_q8's loop with Q4_K's per-block offset: + am * m (C = -1).
+template <int MR, int NV>
+void gemm_u4_tile(const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels, float* c) {
+  const int64_t nb = k / kQBlock;
+  const size_t stride = q8_panel_bytes(k, kP);
+  const uint8_t* bq[2] = {panels, panels + stride};
+  const float* bd[2] = {reinterpret_cast<const float*>(bq[0] + k * kP),
+                        reinterpret_cast<const float*>(bq[1] + k * kP)};
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    __m512i iacc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) iacc[r][v] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int qd = 0; qd < kQBlock / 4; ++qd) {
+      const int64_t kq = blk * (kQBlock / 4) + qd;
+      __m512i bv[NV];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(bq[v] + kq * 4 * kP);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i av = _mm512_set1_epi32(static_cast<int>(load_u32(aq + r * k + kq * 4)));
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], av, bv[v]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      const __m512 dv = _mm512_loadu_ps(bd[v] + blk * kP);
+      const __m512 mv = _mm512_loadu_ps(bd[v] + (nb + blk) * kP);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(iacc[r][v]), dv);
+        acc[r][v] = _mm512_fmadd_ps(dot, _mm512_set1_ps(ad[r * nb + blk]), acc[r][v]);
+        acc[r][v] = _mm512_fmadd_ps(mv, _mm512_set1_ps(am[r * nb + blk]), acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
+}
+
+// Signed Q6_K values with the sign trick for vpdpbusd: |a| times b negated
+// where a < 0; a scale per 16 elements.
+template <int MR, int NV>
+void gemm_s6_tile(const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, float* c) {
+  const int64_t nb = k / kQBlock;
+  const size_t stride = q8_panel_bytes(k, kP);
+  const uint8_t* bq[2] = {panels, panels + stride};
+  const float* bd[2] = {reinterpret_cast<const float*>(bq[0] + k * kP),
+                        reinterpret_cast<const float*>(bq[1] + k * kP)};
+  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < 2 * nb; ++g) {  // 16 elements at a time
+    __m512i iacc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) iacc[r][v] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int qd = 0; qd < 4; ++qd) {
+      const int64_t kq = g * 4 + qd;
+      __m512i bv[NV];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(bq[v] + kq * 4 * kP);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i av = _mm512_set1_epi32(static_cast<int>(load_u32(aq + r * k + kq * 4)));
+        const __mmask64 neg = _mm512_movepi8_mask(av);
+        const __m512i aabs = _mm512_abs_epi8(av);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+          iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], aabs, _mm512_mask_sub_epi8(bv[v], neg, zero, bv[v]));
+      }
+    }
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      const __m512 dv = _mm512_loadu_ps(bd[v] + (g / 2) * kP);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(iacc[r][v]), dv);
+        acc[r][v] = _mm512_fmadd_ps(dot, _mm512_set1_ps(ad16[r * 2 * nb + g]), acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
+}
+
 constexpr int kRowsF32 = 8;
 constexpr int kRowsQ8 = 6;
+constexpr int kRowsU4 = 6;
+constexpr int kRowsS6 = 4;
 
 void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
   gemm_rows<kRowsF32>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
@@ -499,6 +655,19 @@ void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t 
 void gemm_q8(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
   gemm_rows<kRowsQ8>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
     gemm_q8_tile<MR, NV>(aq, ad, k, panels, c);
+  });
+}
+
+void gemm_u4(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels, int nv,
+             float* c) {
+  gemm_rows<kRowsU4>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_u4_tile<MR, NV>(aq, ad, am, k, panels, c);
+  });
+}
+
+void gemm_s6(int mr, const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, int nv, float* c) {
+  gemm_rows<kRowsS6>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_s6_tile<MR, NV>(aq, ad16, k, panels, c);
   });
 }
 
@@ -521,6 +690,13 @@ MulMatKernels make_table() {
   t.dot16_f16 = dot16_f16;
   t.expand_q8_0 = expand_q8_0;
   t.expand_q4_0 = expand_q4_0;
+  // Q4_0 keeps gemm_q8 (vpdpbusd takes its nibbles as they are).
+  t.rows_u4 = kRowsU4;
+  t.gemm_u4 = gemm_u4;
+  t.expand_u4_q4_k = expand_u4_q4_k;
+  t.rows_s6 = kRowsS6;
+  t.gemm_s6 = gemm_s6;
+  t.expand_s6_q6_k = expand_s6_q6_k;
   return t;
 }
 

@@ -14,6 +14,9 @@
 namespace loom::cpu {
 namespace {
 
+// F16C: one instruction, where types.h's fp16_to_fp32 is a call.
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 inline int hsum_i32(__m256i v) {
@@ -85,8 +88,8 @@ void dot_q2_k(int64_t k, const void* a_row, const void* b_row, float* out) {
         q = _mm256_srli_epi16(q, 2);
       }
     }
-    sum += fp16_to_fp32(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc)) -
-           fp16_to_fp32(x[b].dmin) * y[b].d * static_cast<float>(summ);
+    sum += half_to_float(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc)) -
+           half_to_float(x[b].dmin) * y[b].d * static_cast<float>(summ);
   }
   *out = sum;
 }
@@ -115,7 +118,7 @@ void dot_q3_k(int64_t k, const void* a_row, const void* b_row, float* out) {
         hm = _mm256_srli_epi16(hm, 1);
       }
     }
-    sum += fp16_to_fp32(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc) - offset);
+    sum += half_to_float(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc) - offset);
   }
   *out = sum;
 }
@@ -159,7 +162,7 @@ void dot_k4(int64_t k, const Block* x, const uint8_t* b_col0, size_t b_stride, f
         acc[c] = _mm256_add_epi32(acc[c], _mm256_add_epi32(p0, p1));
       }
     }
-    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+    const float d = half_to_float(x[b].d), dmin = half_to_float(x[b].dmin);
     for (int c = 0; c < NC; ++c) {
       // bsums of the 16-element halves, paired per sub-block of 32.
       const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c][b].bsums)),
@@ -218,7 +221,7 @@ void dot_q6_k_cols(int64_t k, const BlockQ6_K* x, const uint8_t* b_col0, size_t 
         qh = _mm256_srli_epi16(qh, 2);
       }
     }
-    const float d = fp16_to_fp32(x[b].d);
+    const float d = half_to_float(x[b].d);
     for (int c = 0; c < NC; ++c) {
       // q - 32 per element: subtract 32 * sum(sc * bsums), lane by lane.
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(y[c][b].bsums), sc16), 5);
@@ -248,7 +251,7 @@ void dot_iq4_xs(int64_t k, const void* a_row, const void* b_row, float* out) {
       const __m256i w = _mm256_shuffle_epi8(table, nibbles32(x[b].qs + 16 * s));
       acc = _mm256_add_epi32(acc, scale32(mul_ss(w, load256(y[b].qs + 32 * s)), iq4_xs_scale(x[b], s)));
     }
-    sum += fp16_to_fp32(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc));
+    sum += half_to_float(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc));
   }
   *out = sum;
 }

@@ -62,6 +62,13 @@ const RowOps& row_ops_portable() {
 
 // Follows the mul_mat level, so LOOM_CPU_ISA=scalar (and tests forcing a
 // level) run the portable helpers too.
-const RowOps& row_ops() { return mul_mat_isa() == Isa::Avx512 ? row_ops_avx512() : row_ops_portable(); }
+const RowOps& row_ops() {
+  switch (mul_mat_isa()) {
+    case Isa::Avx512: return row_ops_avx512();
+    case Isa::Avx2: return row_ops_avx2();
+    case Isa::Scalar: break;
+  }
+  return row_ops_portable();
+}
 
 }  // namespace loom::cpu

@@ -1,7 +1,7 @@
 // Vector helpers over contiguous f32 rows, used by the element-wise, norm and
-// soft_max kernels. Each ISA level fills a table (row_ops_avx512.cpp with its
-// own flags); row_ops() returns the best one this CPU runs, and the portable
-// table for anything else. Results match the scalar definitions to float
+// soft_max kernels. Each ISA level fills a table (row_ops_avx2.cpp and
+// row_ops_avx512.cpp, each with its own flags); row_ops() returns the one of
+// the mul_mat level, and the portable table for scalar. Results match the scalar definitions to float
 // rounding (exp to about 2 ulp), which the conformance thresholds cover.
 #pragma once
 
@@ -23,6 +23,7 @@ struct RowOps {
 
 const RowOps& row_ops();
 const RowOps& row_ops_portable();
+const RowOps& row_ops_avx2();    // only if best_isa() >= Avx2
 const RowOps& row_ops_avx512();  // only if best_isa() is Avx512
 
 }  // namespace loom::cpu

@@ -85,6 +85,21 @@ using GemmBf16Fn = void (*)(int mr, const uint16_t* a, int64_t lda, const uint16
                             float* c);
 using GemmQ8Fn = void (*)(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv,
                           float* c);
+// u4:   4-bit weights (Q4_0, Q4_K) as a row of bytes 0..15 with a scale ad
+//       and an offset am per 32 elements (weight = ad * q + am), in a
+//       q8 panel packed with C = -1, so that its m is the column block's
+//       d * sum(q): a block adds ad * d * dot(q_a, q_b) + am * m.
+using GemmU4Fn = void (*)(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k,
+                          const uint8_t* panels, int nv, float* c);
+// A row of 4-bit weights (its type's blocks) -> bytes 0..15, scales d and
+// offsets m per 32 elements, for gemm_u4.
+using ExpandU4Fn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d, float* m);
+// s6:   Q6_K weights as a row of int8 q - 32 (-32..31) with a scale per
+//       16 elements (ad16, k/16 floats), in a q8 panel packed with C = 0.
+using GemmS6Fn = void (*)(int mr, const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, int nv,
+                          float* c);
+// A Q6_K row -> int8 q - 32 and the scale of each 16 elements, for gemm_s6.
+using ExpandS6Fn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d16);
 
 // out[k][l] = col0[l * col_stride + k] for l < ncols (<= P), 0 for ncols <= l < P:
 // one f32 gemm panel from b columns with contiguous elements.
@@ -110,6 +125,16 @@ struct MulMatKernels {
   PackF32PanelFn pack_f32_panel = nullptr;  // null: packed element by element
   ExpandFn expand_q8_0 = nullptr;
   ExpandFn expand_q4_0 = nullptr;
+  // 4-bit weights on the integer gemm (null: Q4_0 takes gemm_q8, Q4_K the
+  // dots or the f32 gemm).
+  int rows_u4 = 0;
+  GemmU4Fn gemm_u4 = nullptr;
+  ExpandU4Fn expand_u4_q4_0 = nullptr;
+  ExpandU4Fn expand_u4_q4_k = nullptr;
+  // Q6_K on the integer gemm (null: the dots).
+  int rows_s6 = 0;
+  GemmS6Fn gemm_s6 = nullptr;
+  ExpandS6Fn expand_s6_q6_k = nullptr;
 };
 
 // Bytes of one gemm panel of P columns and k elements for a quantized kind.
