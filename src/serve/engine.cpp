@@ -48,6 +48,9 @@ struct Engine::Slot {
   int max_tokens = 0;
   std::string text;               // generated text (stop strings cut it)
   size_t sent = 0;                // bytes of text already sent
+  size_t cut = std::string::npos;  // where a stop string cut the text
+  std::vector<TokenLogprob> logprobs;  // one per generated token, when the request asks
+  size_t logprobs_sent = 0;
 };
 
 Engine::Engine(const Model& model, const EngineOptions& options) : model_(model), options_(options) {
@@ -64,7 +67,7 @@ Engine::Engine(const Model& model, const EngineOptions& options) : model_(model)
     slots_.back()->id = i;
   }
   stats_.kv_cells = session_->n_ctx();
-  stats_.slots_idle = options_.n_slots;
+  count_slots();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -161,8 +164,10 @@ void Engine::assign_waiting() {
       if (queue_.empty()) return;
       // Skip requests whose client already left.
       if (queue_.front()->cancelled()) {
+        queue_.front()->push(final_event("cancelled"));
         queue_.pop_front();
         stats_.queued = queue_.size();
+        ++stats_.cancelled;
         continue;
       }
       if (std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->task == nullptr; })) return;
@@ -192,6 +197,9 @@ void Engine::assign_waiting() {
     s.max_tokens = std::min(task->request.max_tokens.value_or(room), room);
     s.text.clear();
     s.sent = 0;
+    s.cut = std::string::npos;
+    s.logprobs.clear();
+    s.logprobs_sent = 0;
     std::lock_guard lock(mutex_);
     stats_.prompt_tokens += task->prompt.size();
     stats_.prompt_tokens_cached += keep;
@@ -211,13 +219,22 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
   s.next = -1;
 }
 
+// Sends the text that is safe to send, with the log-probabilities of the
+// tokens it completes; at the end, of every token left, but those that
+// start at or after where a stop string cut the text.
 void Engine::emit_new_text(Slot& s, bool final) {
   const size_t n = final ? s.text.size() : sendable_length(s.text, s.task->request.stop);
-  if (n <= s.sent) return;
   TaskEvent e;
-  e.text = s.text.substr(s.sent, n - s.sent);
+  while (s.logprobs_sent < s.logprobs.size()) {
+    const TokenLogprob& t = s.logprobs[s.logprobs_sent];
+    if (final ? t.text_offset >= s.cut : t.text_offset + t.piece.size() > n) break;
+    e.logprobs.push_back(t);
+    ++s.logprobs_sent;
+  }
+  if (n <= s.sent && e.logprobs.empty()) return;
+  if (n > s.sent) e.text = s.text.substr(s.sent, n - s.sent);
   s.task->push(std::move(e));
-  s.sent = n;
+  s.sent = std::max(s.sent, n);
 }
 
 void Engine::step() {
@@ -275,7 +292,8 @@ void Engine::step() {
   uint64_t sampled = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     Slot& s = *rows[r];
-    const int32_t token = s.sampler->sample(std::span(logits).subspan(r * n_vocab, n_vocab), s.cached);
+    const std::span<const float> row = std::span(logits).subspan(r * n_vocab, n_vocab);
+    const int32_t token = s.sampler->sample(row, s.cached);
     s.next = -1;
     if (tok.is_eog(token)) {
       finish(s, "stop");
@@ -283,9 +301,19 @@ void Engine::step() {
     }
     ++s.generated;
     ++sampled;
-    s.text += tok.token_to_piece(token, false);
+    const std::string piece = tok.token_to_piece(token, false);
+    if (s.task->request.logprobs >= 0) {
+      const TokenLogprobs lp = token_logprobs(row, token, s.task->request.logprobs);
+      TokenLogprob& t = s.logprobs.emplace_back();
+      t.piece = piece;
+      t.logprob = lp.logprob;
+      t.text_offset = s.text.size();
+      for (const auto& [id, logprob] : lp.top) t.top.emplace_back(tok.token_to_piece(id, false), logprob);
+    }
+    s.text += piece;
     if (size_t at = find_stop(s.text, s.task->request.stop); at != std::string::npos) {
       s.text.resize(at);
+      s.cut = at;
       finish(s, "stop");
       continue;
     }
@@ -306,6 +334,14 @@ void Engine::step() {
 void Engine::count_slots() {
   stats_.slots_busy = static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->task != nullptr; }));
   stats_.slots_idle = options_.n_slots - stats_.slots_busy;
+  stats_.slots.clear();
+  for (const auto& s : slots_)
+    stats_.slots.push_back({.id = s->id,
+                            .busy = s->task != nullptr,
+                            .n_cached = static_cast<int64_t>(s->cached.size()),
+                            .n_prompt = s->task ? static_cast<int64_t>(s->task->prompt.size()) : 0,
+                            .n_pending = static_cast<int64_t>(s->pending.size()),
+                            .generated = s->task ? s->generated : 0});
 }
 
 }  // namespace loom::serve

@@ -30,6 +30,16 @@ struct EngineOptions {
   std::string bos_token, eos_token;
 };
 
+// One slot, for the status view.
+struct SlotStats {
+  int id = 0;
+  bool busy = false;
+  int64_t n_cached = 0;   // tokens of this sequence in the KV cache
+  int64_t n_prompt = 0;   // the current request's prompt tokens (0 when idle)
+  int64_t n_pending = 0;  // of them still to decode
+  int generated = 0;      // tokens generated for the current request
+};
+
 // Figures for /metrics, /health and the slot view.
 struct EngineStats {
   uint64_t requests = 0, cancelled = 0, prompt_tokens = 0, prompt_tokens_cached = 0, generated_tokens = 0;
@@ -38,6 +48,7 @@ struct EngineStats {
   int64_t kv_cells_used = 0, kv_cells = 0;
   size_t queued = 0;
   int slots_idle = 0, slots_busy = 0;
+  std::vector<SlotStats> slots;
 };
 
 class Engine {

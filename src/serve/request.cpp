@@ -149,6 +149,16 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const 
   return out;
 }
 
+// OpenAI's two shapes: chat has logprobs (bool) and top_logprobs (int);
+// completions has logprobs (int, how many top tokens).
+int parse_logprobs(const json& body, bool chat, const RequestLimits& limits) {
+  if (!chat) return static_cast<int>(integer(body, "logprobs", -1, 0, limits.max_top_logprobs));
+  const bool on = boolean(body, "logprobs", false);
+  const int top = static_cast<int>(integer(body, "top_logprobs", 0, 0, limits.max_top_logprobs));
+  if (field(body, "top_logprobs") && !on) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  return on ? top : -1;
+}
+
 }  // namespace
 
 nlohmann::json parse_json_object(std::string_view body) {
@@ -184,6 +194,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat, con
       if (n > 0) r.max_tokens = static_cast<int>(n);
     }
   r.stop = parse_stop(j, limits);
+  r.logprobs = parse_logprobs(j, chat, limits);
   SamplingParams& s = r.sampling;
   s.temperature = static_cast<float>(number(j, "temperature", s.temperature, 0.0, 100.0));
   s.top_k = static_cast<int>(integer(j, "top_k", s.top_k, 0, INT32_MAX));

@@ -29,6 +29,7 @@ struct RequestLimits {
   size_t max_stop = 16;       // stop strings
   int max_tokens = 1 << 20;   // the largest max_tokens (the slot context bounds it further)
   int32_t n_vocab = 0;        // logit_bias token ids must be below it
+  int max_top_logprobs = 20;  // top_logprobs (chat) and logprobs (completions)
 };
 
 struct SamplingParams {
@@ -53,6 +54,10 @@ struct CompletionRequest {
   bool stream = false;
   std::optional<int> max_tokens;       // absent: until end of generation or the slot's context
   std::vector<std::string> stop;
+  // Log-probabilities of the generated tokens: -1 none, else how many of
+  // the most likely tokens to list with each (chat: logprobs true and
+  // top_logprobs; completions: logprobs N).
+  int logprobs = -1;
   SamplingParams sampling;
 };
 

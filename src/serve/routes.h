@@ -15,6 +15,8 @@ namespace loom::serve {
 void add_completion_routes(httplib::Server& http, Engine& engine, const ServerOptions& options);
 // GET /health, /v1/models, /metrics; POST /tokenize, /detokenize.
 void add_info_routes(httplib::Server& http, Engine& engine, const ServerOptions& options);
+// GET / (the web page) and GET /status (its status view's JSON).
+void add_web_routes(httplib::Server& http, Engine& engine, const ServerOptions& options);
 // Answers with e's status and an OpenAI-style error object.
 void send_error(httplib::Response& res, const RequestError& e);
 

@@ -1,6 +1,8 @@
 #include "sampling.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <unordered_map>
 
 namespace loom::serve {
@@ -30,6 +32,22 @@ int32_t SlotSampler::sample(std::span<const float> logits, std::span<const int32
   for (const auto& [t, bias] : params_.logit_bias)
     if (static_cast<size_t>(t) < work_.size()) work_[t] += bias;
   return sampler_.sample(work_);
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int n_top) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprobs out;
+  out.logprob = logits[token] - log_z;
+  const size_t k = std::min(static_cast<size_t>(std::max(n_top, 0)), logits.size());
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], logits[ids[i]] - log_z);
+  return out;
 }
 
 }  // namespace loom::serve

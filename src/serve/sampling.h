@@ -29,4 +29,12 @@ class SlotSampler {
 // frequency (times the count) and presence (once per seen token).
 void apply_penalties(std::span<float> logits, std::span<const int32_t> history, const SamplingParams& params);
 
+// The log-softmax of logits at `token`, and the n_top most likely tokens
+// with theirs, best first (ties: the lower id first).
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int n_top);
+
 }  // namespace loom::serve

@@ -1,6 +1,10 @@
 #include "server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <thread>
@@ -27,8 +31,19 @@ Server::Server(Engine& engine, ServerOptions options)
     : engine_(engine), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   http_->new_task_queue = [n = options_.n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
   http_->set_payload_max_length(options_.max_body_bytes);
+  // httplib 0.11 listens with a backlog of 5, which a burst of clients
+  // overflows (16 connecting at once saw connections dropped). Its hook for
+  // socket options is given the listening socket before bind(); bind() then
+  // listens on it again with the system's largest backlog.
+  http_->set_socket_options([this](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // httplib's default option
+    listen_socket_ = sock;
+  });
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The page itself holds no data: it asks for the key and sends it.
+    const bool open = req.path == "/health" || (req.path == "/" && req.method == "GET");
+    if (options_.api_key.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string_view prefix = "Bearer ";
     if (auth.rfind(prefix, 0) == 0 && same_key(std::string_view(auth).substr(prefix.size()), options_.api_key))
@@ -62,17 +77,19 @@ Server::~Server() { stop(); }
 void Server::routes() {
   add_completion_routes(*http_, engine_, options_);
   add_info_routes(*http_, engine_, options_);
+  add_web_routes(*http_, engine_, options_);
 }
 
 int Server::bind() {
-  if (options_.port == 0) {
-    const int port = http_->bind_to_any_port(options_.host);
+  int port = options_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(options_.host);
     if (port <= 0) fail("cannot bind {} on any port", options_.host);
-    return port;
+  } else if (!http_->bind_to_port(options_.host, port)) {
+    fail("cannot bind {}:{} (in use, or not an address of this machine)", options_.host, port);
   }
-  if (!http_->bind_to_port(options_.host, options_.port))
-    fail("cannot bind {}:{} (in use, or not an address of this machine)", options_.host, options_.port);
-  return options_.port;
+  if (::listen(listen_socket_, SOMAXCONN) != 0) fail("listen on {}:{}: {}", options_.host, port, std::strerror(errno));
+  return port;
 }
 
 void Server::listen() {

@@ -18,7 +18,7 @@ namespace loom::serve {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0: any free port (bind() says which)
-  std::string api_key;           // non-empty: every request but GET /health needs "Authorization: Bearer KEY"
+  std::string api_key;           // non-empty: every request but GET /health and GET / (the page) needs "Authorization: Bearer KEY"
   std::string model_name;        // what /v1/models lists and responses name
   size_t max_body_bytes = 1 << 20;
   int n_threads = 32;            // HTTP worker threads (streams hold one each)
@@ -41,6 +41,7 @@ class Server {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> listening_{false}, stopping_{false};
+  int listen_socket_ = -1;  // httplib's listening socket, once bind() has made it
 };
 
 }  // namespace loom::serve

@@ -15,8 +15,19 @@
 
 namespace loom::serve {
 
+// One generated token's log-probability under the model (log-softmax of its
+// logits, before penalties and logit_bias), with the most likely tokens at
+// that step, best first.
+struct TokenLogprob {
+  std::string piece;  // the token's text (bytes; may end mid-character)
+  float logprob = 0;
+  size_t text_offset = 0;  // where the piece starts in the generated text
+  std::vector<std::pair<std::string, float>> top;
+};
+
 struct TaskEvent {
   std::string text;  // new text (may be empty on the final event)
+  std::vector<TokenLogprob> logprobs;  // the tokens whose text `text` completes (when asked for)
   bool done = false;
   std::string finish_reason;  // final: "stop" or "length" ("" with an error)
   std::string error;          // final: why generation failed

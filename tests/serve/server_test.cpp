@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "loom/model.h"
@@ -88,6 +90,18 @@ class Serve : public ::testing::Test {
     if (!res) return {};
     EXPECT_EQ(res->status, want_status) << path << " " << body.dump() << " -> " << res->body;
     return json::parse(res->body);
+  }
+  // A text as the server sends it in JSON: bytes that are not UTF-8 (a
+  // random model's piece may end mid-character) become U+FFFD.
+  static std::string as_sent(const std::string& text) {
+    return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+  }
+  // logit_bias that keeps a random model from ending its answer.
+  static json no_end() {
+    json bias = json::object();
+    for (int32_t t = 0; t < model_->tokenizer().n_vocab(); ++t)
+      if (model_->tokenizer().is_eog(t)) bias[std::to_string(t)] = -100;
+    return bias;
   }
   // The greedy continuation of a prompt, decoded alone in a fresh Session.
   static std::string greedy(const std::string& prompt, int n) {
@@ -279,21 +293,227 @@ TEST_F(Serve, BadRequestsGet4xxAndTheServerKeepsServing) {
   EXPECT_EQ(completion("Once upon a time", 10)["choices"][0]["text"], greedy("Once upon a time", 10));
 }
 
-// A client that leaves mid-stream frees its slot.
-TEST_F(Serve, DisconnectingMidStreamFreesTheSlot) {
-  const double cancelled = metric("loom_requests_cancelled_total");
+// Sends a POST on a raw socket (so the test can close it mid-answer); the socket, or -1.
+int post_raw(int port, const std::string& path, const json& body) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(open_->port));
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string body =
-      json({{"prompt", "go on forever"}, {"max_tokens", -1}, {"stream", true}, {"temperature", 0}}).dump();
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-                          std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  const std::string b = body.dump();
+  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(b.size()) + "\r\n\r\n" + b;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Polls `get` until it returns `want` or a minute passes (the bound only
+// keeps a broken build from hanging; it is not a timing assertion).
+template <class F>
+auto wait_for(F get, decltype(get()) want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto got = get();
+  while (got != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    got = get();
+  }
+  return got;
+}
+
+
+// Greedy answers with their log-probabilities: the tokens spell the text,
+// each chosen token is the first of its top list, and the first token's
+// figure is the log-softmax of a lone Session's logits.
+TEST_F(Serve, CompletionLogprobsMatchTheModel) {
+  const std::string prompt = "Once upon a time";
+  const json r = post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 3}});
+  const json& lp = r["choices"][0]["logprobs"];
+  ASSERT_TRUE(lp.is_object()) << r.dump();
+  ASSERT_EQ(lp["tokens"].size(), 6u);
+  std::string text;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(lp["text_offset"][i], text.size());
+    text += lp["tokens"][i].get<std::string>();
+    const json& top = lp["top_logprobs"][i];
+    EXPECT_LE(top.size(), 3u);
+    EXPECT_FLOAT_EQ(top[lp["tokens"][i].get<std::string>()].get<float>(), lp["token_logprobs"][i].get<float>());
+    for (const auto& [piece, logprob] : top.items()) EXPECT_LE(logprob.get<float>(), lp["token_logprobs"][i].get<float>());
+  }
+  EXPECT_EQ(text, r["choices"][0]["text"]);
+
+  Session s(*model_, {.n_ctx = 256});
+  const std::vector<float> logits = s.decode(model_->tokenizer().encode(prompt, true, true));
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double z = 0;
+  for (float l : logits) z += std::exp(static_cast<double>(l - max));
+  EXPECT_NEAR(lp["token_logprobs"][0].get<double>(), 0.0 - std::log(z), 1e-4);  // the greedy token's logit is the max
+
+  EXPECT_TRUE(completion(prompt, 2)["choices"][0]["logprobs"].is_null());  // not asked for
+  post("/v1/completions", {{"prompt", prompt}, {"logprobs", 21}}, 400);
+}
+
+TEST_F(Serve, ChatLogprobsWholeAndStreamedAgree) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                     {"max_tokens", 5}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+  const json r = post("/v1/chat/completions", body);
+  const json& content = r["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 5u) << r.dump();
+  std::string bytes;
+  for (const json& t : content) {
+    for (int b : t["bytes"]) bytes += static_cast<char>(b);
+    ASSERT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_EQ(t["top_logprobs"][0]["bytes"], t["bytes"]);  // greedy: the likeliest
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(as_sent(bytes), r["choices"][0]["message"]["content"]);
+
+  json sbody = body;
+  sbody["stream"] = true;
+  auto res = client().Post("/v1/chat/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(res);
+  json streamed = json::array();
+  for (const std::string& e : sse_events(res->body)) {
+    if (e == "[DONE]") break;
+    const json chunk = json::parse(e);
+    const json& l = chunk["choices"][0]["logprobs"];
+    ASSERT_TRUE(l.is_object()) << e;
+    for (const json& t : l["content"]) streamed.push_back(t);
+  }
+  // The same tokens; the figures within the documented tolerance (the slot's
+  // cache makes the second request decode its prompt in other batches).
+  ASSERT_EQ(streamed.size(), content.size());
+  const auto near = [](const json& a, const json& b) {
+    EXPECT_EQ(a["bytes"], b["bytes"]);
+    EXPECT_NEAR(a["logprob"].get<double>(), b["logprob"].get<double>(), 1e-4 * std::abs(b["logprob"].get<double>()) + 1e-6);
+  };
+  for (size_t i = 0; i < content.size(); ++i) {
+    near(streamed[i], content[i]);
+    ASSERT_EQ(streamed[i]["top_logprobs"].size(), content[i]["top_logprobs"].size());
+    for (size_t k = 0; k < content[i]["top_logprobs"].size(); ++k)
+      near(streamed[i]["top_logprobs"][k], content[i]["top_logprobs"][k]);
+  }
+
+  json no_top = body;
+  no_top.erase("logprobs");
+  EXPECT_EQ(post("/v1/chat/completions", no_top, 400)["error"]["param"], "top_logprobs");
+}
+
+// 16 clients at once on the 4 slots, streaming and not: each gets the text
+// a lone Session decodes greedily.
+TEST_F(Serve, SixteenClientsOnFourSlotsGetTheSingleSequenceText) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 16; ++i) prompts.push_back(fmt::format("client {} says {}", i, std::string(static_cast<size_t>(i % 5 + 1), 'a' + i)));
+  std::vector<std::future<std::string>> answers;
+  for (int i = 0; i < 16; ++i)
+    answers.push_back(std::async(std::launch::async, [&, i] {
+      const json body = {{"prompt", prompts[i]}, {"max_tokens", 16}, {"temperature", 0}, {"stream", i % 2 == 1}};
+      auto res = client().Post("/v1/completions", body.dump(), "application/json");
+      if (!res || res->status != 200) return std::string("(failed)");
+      if (i % 2 == 0) return json::parse(res->body)["choices"][0]["text"].get<std::string>();
+      std::string text;
+      for (const std::string& e : sse_events(res->body))
+        if (e != "[DONE]") text += json::parse(e)["choices"][0]["text"].get<std::string>();
+      return text;
+    }));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(answers[i].get(), as_sent(greedy(prompts[i], 16))) << prompts[i];
+}
+
+// 400 malformed requests from 16 threads: each gets a 4xx error object,
+// and the server then answers correctly.
+TEST_F(Serve, BurstOfMalformedRequestsLeavesTheServerHealthy) {
+  const std::vector<std::string> bodies = {
+      "{", "null", "[]", "{\"prompt\": 1}", "{\"prompt\": \"x\", \"max_tokens\": \"a\"}",
+      "{\"messages\": []}", "{\"prompt\": \"x\", \"temperature\": -1}", "\xff\xfe", std::string(100, '{'),
+      "{\"prompt\": \"x\", \"logit_bias\": {\"-3\": 1}}", "{\"prompt\": [999999999]}"};
+  std::vector<std::future<std::string>> bad;  // what went wrong, "" when nothing
+  for (int t = 0; t < 16; ++t)
+    bad.push_back(std::async(std::launch::async, [&, t] {
+      std::string wrong;
+      for (int i = 0; i < 25; ++i) {
+        const std::string& b = bodies[static_cast<size_t>(t * 25 + i) % bodies.size()];
+        const char* path = i % 2 ? "/v1/completions" : "/v1/chat/completions";
+        auto res = client().Post(path, b, "application/json");
+        if (!res || res->status < 400 || res->status >= 500 || !json::parse(res->body)["error"].contains("message"))
+          wrong += fmt::format("{} {} -> {} {}\n", path, b, res ? std::to_string(res->status) : httplib::to_string(res.error()), res ? res->body : "");
+      }
+      return wrong;
+    }));
+  for (auto& f : bad) EXPECT_EQ(f.get(), "");
+  EXPECT_EQ(json::parse(client().Get("/health")->body)["status"], "ok");
+  EXPECT_EQ(completion("Once upon a time", 10)["choices"][0]["text"], greedy("Once upon a time", 10));
+}
+
+TEST_F(Serve, WebPageAndStatus) {
+  auto page = client(*keyed_).Get("/");  // the page is open; what it fetches needs the key
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->body.find("<textarea id=\"input\""), std::string::npos);
+  EXPECT_NE(page->body.find("/v1/chat/completions"), std::string::npos);
+  for (const char* external : {"src=\"http", "href=\"http", "@import", "//cdn"})
+    EXPECT_EQ(page->body.find(external), std::string::npos) << external;
+  EXPECT_EQ(client(*keyed_).Get("/status")->status, 401);
+  const json s = json::parse(client().Get("/status")->body);
+  EXPECT_EQ(s["n_slots"], 4);
+  EXPECT_EQ(s["slots"].size(), 4u);
+  EXPECT_EQ(s["devices"][0]["name"], "CPU");
+  EXPECT_EQ(s["devices"][0]["layers"], 2);
+  EXPECT_GT(s["kv_cells"].get<int>(), 0);
+}
+
+// A server of one slot with a long context, so an answer without
+// max_tokens runs far longer than the tests take to hang up.
+class ServeLong : public Serve {
+ protected:
+  static void SetUpTestSuite() {
+    Serve::SetUpTestSuite();
+    EngineOptions eo;
+    eo.n_slots = 1;
+    eo.session.n_ctx = 32768;
+    long_engine_ = new Engine(*model_, eo);
+    long_ = new Running(*long_engine_, "");
+  }
+  static void TearDownTestSuite() {
+    delete long_;
+    delete long_engine_;
+    Serve::TearDownTestSuite();
+  }
+  static json health() { return json::parse(httplib::Client("127.0.0.1", long_->port).Get("/health")->body); }
+  static Engine* long_engine_;
+  static Running* long_;
+};
+Engine* ServeLong::long_engine_ = nullptr;
+Serve::Running* ServeLong::long_ = nullptr;
+
+// A client of a whole (not streamed) answer that hangs up frees its slot,
+// and one that hangs up while queued leaves the queue.
+TEST_F(ServeLong, DisconnectingFromAWholeAnswerOrTheQueueCancels) {
+  const json body = {{"prompt", "go on"}, {"temperature", 0}, {"logit_bias", no_end()}};
+  const int running = post_raw(long_->port, "/v1/completions", body);
+  ASSERT_GE(running, 0);
+  ASSERT_EQ(wait_for([] { return health()["slots_processing"].get<int>(); }, 1), 1);
+  const int queued = post_raw(long_->port, "/v1/completions", body);
+  ASSERT_GE(queued, 0);
+  ASSERT_EQ(wait_for([] { return health()["requests_queued"].get<int>(); }, 1), 1);
+  ::close(queued);
+  EXPECT_EQ(wait_for([] { return health()["requests_queued"].get<int>(); }, 0), 0);
+  EXPECT_EQ(health()["slots_processing"], 1);
+  ::close(running);
+  EXPECT_EQ(wait_for([] { return health()["slots_processing"].get<int>(); }, 0), 0);
+  EXPECT_EQ(long_engine_->stats().cancelled, 2u);  // freed by the cancels, not by finishing
+}
+
+// A client that leaves mid-stream frees its slot.
+TEST_F(ServeLong, DisconnectingMidStreamFreesTheSlot) {
+  const uint64_t cancelled = long_engine_->stats().cancelled;
+  const int fd = post_raw(long_->port, "/v1/completions",
+                          {{"prompt", "go on"}, {"stream", true}, {"temperature", 0}, {"logit_bias", no_end()}});
+  ASSERT_GE(fd, 0);
   std::string got;  // read until the first chunk: the stream has started
   char buf[256];
   while (got.find("data: ") == std::string::npos) {
@@ -301,18 +521,10 @@ TEST_F(Serve, DisconnectingMidStreamFreesTheSlot) {
     ASSERT_GT(n, 0) << got;
     got.append(buf, static_cast<size_t>(n));
   }
-  EXPECT_GE(json::parse(client().Get("/health")->body)["slots_processing"].get<int>(), 1);
+  EXPECT_EQ(health()["slots_processing"], 1);
   ::close(fd);
-  // The slot frees at the engine's next step after a write fails; wait for it (not a timing assertion:
-  // the bound only keeps a broken build from hanging).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  int busy = 1;
-  while (busy > 0 && std::chrono::steady_clock::now() < deadline) {
-    busy = json::parse(client().Get("/health")->body)["slots_processing"].get<int>();
-    if (busy > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(busy, 0);
-  EXPECT_EQ(metric("loom_requests_cancelled_total"), cancelled + 1);  // freed by the cancel, not by finishing
+  EXPECT_EQ(wait_for([] { return health()["slots_processing"].get<int>(); }, 0), 0);
+  EXPECT_EQ(long_engine_->stats().cancelled, cancelled + 1);
 }
 
 }  // namespace
