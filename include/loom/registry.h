@@ -76,12 +76,15 @@ class Registry {
   // variable and the entry for a malformed entry, a zero size or an unknown
   // device; nothing is capped then.
   static void apply_memory_caps(const std::vector<Device*>& devices, std::string_view spec);
+  // Warns about LOOM_DEVICES names that match no device: local names
+  // (remote = false) when the registry is first filled, remote ones ("RPC…",
+  // remote = true) once the rpc-servers have been connected, or not.
+  void warn_unknown_filter_names(bool remote) const;
 
  private:
   Registry() = default;
   void load_plugins_from_search_path();
   void apply_filter();
-  void warn_unknown_filter_names() const;
 
   std::vector<std::unique_ptr<BackendFamily>> families_;
   std::vector<std::string> origins_;

@@ -44,7 +44,7 @@ Registry& Registry::get() {
     register_builtin_backends(*r);
     r->load_plugins_from_search_path();
     r->apply_filter();
-    r->warn_unknown_filter_names();
+    r->warn_unknown_filter_names(false);  // remote (RPC) names once --rpc has connected
     if (const char* caps = std::getenv("LOOM_DEVICE_MEMORY")) apply_memory_caps(r->all_devices_, caps);
     return r;
   }();
@@ -124,12 +124,15 @@ void Registry::apply_filter() {
   devices_ = filter_devices(all_devices_, env ? env : "");
 }
 
-void Registry::warn_unknown_filter_names() const {
+void Registry::warn_unknown_filter_names(bool remote) const {
   const char* env = std::getenv("LOOM_DEVICES");
   if (!env) return;
-  for (const auto& w : split(env, ','))
+  for (const auto& w : split(env, ',')) {
+    const bool names_remote = w.size() >= 3 && iequals(std::string_view(w).substr(0, 3), "RPC");
+    if (names_remote != remote) continue;
     if (std::none_of(all_devices_.begin(), all_devices_.end(), [&w](Device* d) { return iequals(w, d->name()); }))
       log(LogLevel::Warn, "LOOM_DEVICES names '{}', which is not a registered device", w);
+  }
 }
 
 std::vector<Device*> Registry::filter_devices(const std::vector<Device*>& devices, std::string_view spec) {

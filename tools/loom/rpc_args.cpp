@@ -30,7 +30,10 @@ void connect_rpc(const Args& args) {
     return v && *v ? std::optional<std::string>(v) : std::nullopt;
   };
   const std::optional<std::string> list = args.has("--rpc") ? args.get("--rpc") : env("LOOM_RPC");
-  if (!list) return;
+  if (!list) {
+    Registry::get().warn_unknown_filter_names(true);
+    return;
+  }
 #if LOOM_HAVE_RPC
   rpc::ClientOptions o;
   o.endpoints = rpc::parse_endpoints(*list);
@@ -43,6 +46,7 @@ void connect_rpc(const Args& args) {
     o.timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
   }
   Registry::get().add_family(rpc::connect(o), "rpc " + *list);
+  Registry::get().warn_unknown_filter_names(true);
   // What went over the wire, once the command is done.
   std::atexit([] {
     const rpc::TransferStats s = rpc::transfer_stats();
