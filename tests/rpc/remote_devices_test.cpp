@@ -183,7 +183,9 @@ TEST_F(RemoteDevices, ModelSplitOverCpuAndTwoServersMatchesTheCpu) {
   // The same CPU kernels on both sides: equal but for summation order.
   EXPECT_LT(err / (*hi - *lo), 1e-5);
   EXPECT_GT(after.graphs_sent, before.graphs_sent);
-  EXPECT_GT(after.graphs_patched, before.graphs_patched);  // the tokens after the prompt
+  // The second token after the prompt has the first one's shape: its graph on
+  // each server is run again by id (the session reuses it), not sent whole.
+  EXPECT_EQ(after.graphs_reused - before.graphs_reused, 2u);
   std::printf("[ split ] max |logit difference| / range %.2g; graphs sent %llu, as patches %llu, run again by id %llu\n",
               err / (*hi - *lo), static_cast<unsigned long long>(after.graphs_sent - before.graphs_sent),
               static_cast<unsigned long long>(after.graphs_patched - before.graphs_patched),
@@ -192,40 +194,54 @@ TEST_F(RemoteDevices, ModelSplitOverCpuAndTwoServersMatchesTheCpu) {
   std::filesystem::remove(path);
 }
 
-// Bytes on the wire per generated token, with every layer on RPC0: graphs
-// sent whole each token (their KV views move) against patches of the graph
-// before. Equal logits either way.
-TEST(RemoteGraphs, SameStructureGraphsTravelAsPatches) {
+// Graphs on the wire, every layer on RPC0. A session reuses its graph while
+// the shape stays (tokens, cache cells attended in steps of 256), and the
+// server runs it again by id; when the attended cells grow past 256 the new
+// graph differs in its cache views and masks: sent whole, or as a patch of
+// the graph before. Equal logits either way.
+TEST(RemoteGraphs, SameShapeGraphsRunByIdAndNewShapesTravelAsPatches) {
   auto server = start_server();
-  const std::string path = model_file("patches");
+  ModelSpec spec = tiny_spec();
+  spec.n_ctx = 1024;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("loom_rpc_patches_" + std::to_string(::getpid()) + ".gguf");
+  write_random_model(spec, DType::Q8_0, 11, path.string());
   Device& cpu = Registry::get().cpu();
-  double per_token[2];
+  enum Mode { kWhole, kPatches };
+  double growing_bytes[2];
+  double by_id_bytes = 0;
   std::vector<float> logits[2];
-  for (int patches = 0; patches < 2; ++patches) {
+  for (int mode : {kWhole, kPatches}) {
     rpc::ClientOptions o = client_options({endpoint(*server)});
-    o.graph_patches = patches;
+    o.graph_patches = mode == kPatches;
     auto family = rpc::connect(o);
-    auto m = Model::load(path, {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 99}});
-    Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
-    const std::vector<int32_t> prompt = {1, 17, 120};
+    auto m = Model::load(path.string(), {&cpu, family->devices()[0]}, {.placement = {.n_gpu_layers = 99}});
+    Session s(*m, {.n_ctx = 1024, .type_k = DType::F32, .type_v = DType::F32});
+    std::vector<int32_t> prompt(255);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + i % 250);
     s.decode(prompt);
-    const int32_t first = 4;  // its graph has a new structure (the prompt's had 3 tokens): it goes whole
-    s.decode(std::span<const int32_t>(&first, 1));
-    const rpc::TransferStats before = rpc::transfer_stats();
+    auto decode_one = [&s](int32_t t) { return s.decode(std::span<const int32_t>(&t, 1)); };
+    decode_one(3);  // cell 255: 256 cells attended, a new shape (the prompt had 255 tokens)
+    rpc::TransferStats before = rpc::transfer_stats();
+    decode_one(4);  // cell 256: 512 cells attended
+    rpc::TransferStats after = rpc::transfer_stats();
+    growing_bytes[mode] = double(after.graph_bytes - before.graph_bytes);
+    EXPECT_EQ(after.graphs_patched - before.graphs_patched, mode == kPatches ? 1u : 0u);
+    EXPECT_EQ(after.graphs_sent - before.graphs_sent, mode == kWhole ? 1u : 0u);
     constexpr int kTokens = 8;
-    for (int32_t next = 5; next < 5 + kTokens; ++next)
-      logits[patches] = s.decode(std::span<const int32_t>(&next, 1));
-    const rpc::TransferStats after = rpc::transfer_stats();
-    per_token[patches] =
-        double(after.graph_bytes - before.graph_bytes + after.bytes_sent - before.bytes_sent) / kTokens;
-    if (patches) EXPECT_EQ(after.graphs_patched - before.graphs_patched, uint64_t{kTokens});
-    else EXPECT_EQ(after.graphs_patched, before.graphs_patched);
+    before = rpc::transfer_stats();
+    for (int32_t next = 5; next < 5 + kTokens; ++next) logits[mode] = decode_one(next);
+    after = rpc::transfer_stats();
+    EXPECT_EQ(after.graphs_reused - before.graphs_reused, uint64_t{kTokens});
+    EXPECT_EQ(after.graphs_sent + after.graphs_patched, before.graphs_sent + before.graphs_patched);
+    by_id_bytes = double(after.graph_bytes - before.graph_bytes + after.bytes_sent - before.bytes_sent) / kTokens;
   }
-  EXPECT_LT(per_token[1], per_token[0]);
-  EXPECT_EQ(logits[0], logits[1]);
-  std::printf("[ patches ] bytes sent per token (graphs + inputs), 3-layer model all on RPC0: whole graphs %.0f, "
-              "patches %.0f (%.1fx fewer)\n",
-              per_token[0], per_token[1], per_token[0] / per_token[1]);
+  EXPECT_LT(growing_bytes[kPatches], growing_bytes[kWhole]);
+  EXPECT_EQ(logits[kWhole], logits[kPatches]);
+  std::printf("[ patches ] 3-layer model all on RPC0: the graph for 512 cells after one for 256 took %.0f bytes whole, "
+              "%.0f as a patch (%.1fx fewer); same-shape tokens sent %.0f bytes each (graph id and inputs)\n",
+              growing_bytes[kWhole], growing_bytes[kPatches], growing_bytes[kWhole] / growing_bytes[kPatches],
+              by_id_bytes);
   std::filesystem::remove(path);
 }
 
