@@ -2,6 +2,7 @@
 // layers (see model.h and arch/arch.h).
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "arch/arch.h"
 #include "arch/blocks.h"
@@ -37,6 +38,30 @@ struct Session::UbatchGraph {
   Graph graph;
 };
 
+namespace {
+
+// The K cache may be quantized as llama.cpp allows (each head's row a whole
+// number of blocks: the attention reads it per head), but for iq4_nl, which
+// the OpenCL kernels cannot quantize yet. A quantized V cache
+// needs fused attention (V is read transposed, across blocks), which
+// llama.cpp requires too and Loom does not have yet.
+void check_cache_types(DType type_k, DType type_v, int64_t head_dim) {
+  static constexpr DType kPlain[] = {DType::F32, DType::F16, DType::BF16};
+  static constexpr DType kQuantized[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
+  const auto in = [](DType t, const auto& set) { return std::find(std::begin(set), std::end(set), t) != std::end(set); };
+  if (!in(type_k, kPlain) && !in(type_k, kQuantized))
+    fail("K cache type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)", type_name(type_k));
+  if (in(type_k, kQuantized) && head_dim % traits(type_k).block_size != 0)
+    fail("K cache type {} stores blocks of {} elements, which do not divide the head size {}", type_name(type_k),
+         traits(type_k).block_size, head_dim);
+  if (in(type_v, kQuantized))
+    fail("V cache type {} needs fused attention (-fa), which Loom does not have yet (llama.cpp requires it too); "
+         "quantize only the K cache (-ctk)", type_name(type_v));
+  if (!in(type_v, kPlain)) fail("V cache type {} is not supported (f32, f16, bf16)", type_name(type_v));
+}
+
+}  // namespace
+
 Session::Session(const Model& model, const SessionOptions& options) : model_(model), options_(options) {
   const HParams& h = model.hparams();
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
@@ -51,9 +76,7 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   cells_ = KvCells(n_ctx_);
   if (options_.poll < 0 || options_.poll > kMaxPoll)
     fail("poll level {} is outside [0, {}]", options_.poll, kMaxPoll);
-  for (DType t : {options.type_k, options.type_v})
-    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
-      fail("KV cache type {} is not supported (f32, f16, bf16)", type_name(t));
+  check_cache_types(options_.type_k, options_.type_v, h.head_dim());
   // Each layer's cache lives on the layer's device.
   std::vector<std::pair<Device*, std::vector<Tensor*>>> by_device;
   for (int64_t l = 0; l < h.n_layer; ++l) {

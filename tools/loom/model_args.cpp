@@ -22,7 +22,7 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
   auto v = args.get(flag);
   if (!v) return fallback;
   auto t = type_from_name(*v);
-  if (!t) fail("{}: unknown type '{}' (f32, f16, bf16, q8_0, q4_0)", flag, *v);
+  if (!t) fail("{}: unknown type '{}' (f32, f16, bf16; for K also q8_0, q4_0, q4_1, q5_0, q5_1)", flag, *v);
   return *t;
 }
 
@@ -36,8 +36,8 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-c", "--ctx-size"}, "N", "context size (default: the model's, at most 4096)"},
       {{"-b", "--batch-size"}, "N", "logical batch size (default 2048)"},
       {{"-ub", "--ubatch-size"}, "N", "micro-batch size: tokens per graph (default 512)"},
-      {{"-ctk", "--cache-type-k"}, "TYPE", "K cache type: f16 (default), f32, bf16"},
-      {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16"},
+      {{"-ctk", "--cache-type-k"}, "TYPE", "K cache type: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"},
+      {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16 (a quantized V needs fused attention, not built yet)"},
       {{"--no-mmap"}, "", "read weights into memory instead of mapping the file"},
       {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (n_layer + 1: the output layer too)"},
       {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row: how offloaded layers spread over devices"},

@@ -87,11 +87,12 @@ Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale
   const int64_t hd = h.head_dim(), n = g.n, n_kv = g.n_kv;
   Tensor* k_all = set_rows(ctx, g.k_cache, reshape(ctx, k, {h.n_embd_kv(), n, 1, 1}), g.kv_cells);
   Tensor* v_all = set_rows(ctx, g.v_cache, v, g.kv_cells);
-  const size_t ks = traits(k_all->type).type_size, vs = traits(v_all->type).type_size;
+  // Bytes of one head's row: the K cache may be quantized (whole blocks per head).
+  const size_t k_head = row_size(k_all->type, hd), vs = traits(v_all->type).type_size;
   // Cache rows are cells (the mask says which belong to each token's
   // sequence); view the first n_kv as [head_dim, n_head_kv, n_kv].
   Tensor* kh = permute(
-      ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {hd * ks, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
+      ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {k_head, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
       {0, 2, 1, 3});                                                // [hd, n_kv, n_head_kv]
   Tensor* kq = mul_mat(ctx, kh, permute(ctx, q, {0, 2, 1, 3}));  // [n_kv, n, n_head]
   if (softcap > 0.0f) {
