@@ -21,6 +21,7 @@ ChatTemplate::~ChatTemplate() = default;
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& context, const TemplateLimits& limits) const {
   if (!context.is_object()) fail("template context must be a JSON object");
+  const jinja::ValueArena arena;  // first: it outlives every value of this render
   jinja::Interpreter interpreter(limits);
   jinja::Dict globals;
   jinja::add_globals(globals, interpreter);

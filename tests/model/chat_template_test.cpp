@@ -6,6 +6,7 @@
 
 #include "loom/chat_template.h"
 #include "loom/error.h"
+#include "jinja/value.h"
 
 namespace loom {
 namespace {
@@ -253,6 +254,27 @@ TEST(ChatTemplate, RenderTemplateBytesNeverThrowsAnythingButErrors) {
   EXPECT_EQ(render_template_bytes("{{ a }}", R"({"a": 5})"), "5");
   EXPECT_EQ(render_template_bytes("{{ a }}", "not json"), "");
   EXPECT_THROW(render_template_bytes("{% if", "{}"), Error);
+}
+
+// Found by fuzz-chat_template (a LeakSanitizer report): a namespace that holds
+// itself was never freed. A render's arena empties what is left of its
+// values when it ends.
+TEST(ChatTemplate, ValuesThatHoldThemselvesAreFreedAfterTheRender) {
+  EXPECT_EQ(R("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns.a }}{{ ns.me.me.a }}"), "11");
+  std::weak_ptr<jinja::Dict> ns_alive;
+  std::weak_ptr<jinja::List> list_alive;
+  {
+    const jinja::ValueArena arena;
+    jinja::Value ns = jinja::Value::make_dict({}, jinja::Value::Kind::Namespace);
+    ns.dict->set("me", ns);
+    jinja::Value list = jinja::Value::make_list();
+    list.list->push_back(list);
+    list.list->push_back(ns);
+    ns_alive = ns.dict;
+    list_alive = list.list;
+  }
+  EXPECT_TRUE(ns_alive.expired());
+  EXPECT_TRUE(list_alive.expired());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "value.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -24,21 +25,53 @@ void Dict::set(const std::string& key, Value value) {
   entries.emplace_back(key, std::move(value));
 }
 
+namespace {
+thread_local ValueArena* t_arena = nullptr;
+}  // namespace
+
+ValueArena::ValueArena() : outer_(t_arena) { t_arena = this; }
+
+ValueArena::~ValueArena() {
+  t_arena = outer_;
+  // Move each survivor's contents out before dropping them, so that nothing
+  // is destroyed while its container is being emptied.
+  for (auto& w : lists_.items)
+    if (auto p = w.lock()) List().swap(*p);
+  for (auto& w : dicts_.items)
+    if (auto p = w.lock()) decltype(p->entries)().swap(p->entries);
+  for (auto& w : functions_.items)
+    if (auto p = w.lock()) Function().swap(*p);
+}
+
+template <class T>
+void ValueArena::Records<T>::add(const std::shared_ptr<T>& p) {
+  // A weak_ptr keeps a make_shared block's memory: drop the expired ones as
+  // the records grow, so a long render holds only what is still alive.
+  if (items.size() >= compact_at) {
+    std::erase_if(items, [](const std::weak_ptr<T>& w) { return w.expired(); });
+    compact_at = std::max<size_t>(1024, items.size() * 2);
+  }
+  items.push_back(p);
+}
+
 Value Value::make_list(List items) {
   Value r = with_kind(Kind::List);
   r.list = std::make_shared<List>(std::move(items));
+  if (t_arena) t_arena->lists_.add(r.list);
   return r;
 }
 
 Value Value::make_dict(Dict d, Kind kind) {
   Value r = with_kind(kind);
   r.dict = std::make_shared<Dict>(std::move(d));
+  if (t_arena) t_arena->dicts_.add(r.dict);
   return r;
 }
 
 Value Value::function(Function f) {
   Value r = with_kind(Kind::Function);
   r.fn = std::make_shared<Function>(std::move(f));
+  if (t_arena) t_arena->functions_.add(r.fn);
   return r;
 }
 

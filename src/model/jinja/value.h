@@ -74,6 +74,32 @@ struct Value {
   static Value with_kind(Kind k) { Value r; r.kind = k; return r; }
 };
 
+// Lists, dicts and namespaces can hold themselves (`{% set ns.me = ns %}`,
+// `l.append(l)`), and a closure can hold the scope that holds it: cycles of
+// shared_ptr that are never freed. A ValueArena records the lists, dicts and
+// functions made on its thread while it lives, and empties those still alive
+// when it ends, which breaks every such cycle. One per render; arenas nest.
+class ValueArena {
+ public:
+  ValueArena();
+  ~ValueArena();
+  ValueArena(const ValueArena&) = delete;
+  ValueArena& operator=(const ValueArena&) = delete;
+
+ private:
+  friend struct Value;
+  template <class T>
+  struct Records {
+    std::vector<std::weak_ptr<T>> items;
+    size_t compact_at = 1024;
+    void add(const std::shared_ptr<T>& p);
+  };
+  ValueArena* outer_;
+  Records<List> lists_;
+  Records<Dict> dicts_;
+  Records<Function> functions_;
+};
+
 bool equals(const Value& a, const Value& b);
 // Python's ordering of numbers and strings; throws for other kinds.
 int compare(const Value& a, const Value& b, bool case_sensitive = true);
