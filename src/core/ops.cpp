@@ -209,8 +209,8 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sin
   require(a->type == DType::F32, op, "operand must be f32", a);
   if (mask) {
     require(mask->type == DType::F32 || mask->type == DType::F16, op, "mask must be f32 or f16", a, mask);
-    require(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && a->ne[2] % mask->ne[2] == 0 &&
-                a->ne[3] % mask->ne[3] == 0,
+    require(mask->ne[0] == a->ne[0] && mask->ne[1] >= a->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 &&
+                a->ne[2] % mask->ne[2] == 0 && a->ne[3] % mask->ne[3] == 0,
             op, "mask must be [a.ne0, >= a.ne1, divisor of a.ne2, divisor of a.ne3]", a, mask);
     require(mask->has_contiguous_rows(), op, "mask rows must be contiguous", a, mask);
   }
