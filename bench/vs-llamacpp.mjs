@@ -16,8 +16,8 @@
 //
 // usage: node vs-llamacpp.mjs LOOM_BINARY THREADS ROUNDS OUT.jsonl MODEL...
 // env: QUIET_WAIT_S (default 600; 0: do not wait); DEPTHS (default 512, a
-// comma list); POLL (default 50, both engines); FA (on|off, llama-bench
-// only; Loom has no fused attention yet, so off by default); LLAMA_BENCH
+// comma list); POLL (default 50, both engines); FA (on|off, default off:
+// fused attention in both engines); LLAMA_BENCH
 // (path of llama-bench: use it instead of node-llama-cpp).
 import {execFileSync} from "node:child_process";
 import fs from "node:fs";
@@ -46,7 +46,7 @@ async function llamaSide(path) {
   if (!llamaSides.has(path)) {
     const model = await llama.loadModel({modelPath: path, gpuLayers: 0, useMmap: true});
     const context = await model.createContext({contextSize: Math.max(1024, Math.max(...depths) + nGen), batchSize: batch, threads: {ideal: threads, min: threads},
-                                               flashAttention: false, sequences: 1});
+                                               flashAttention: fa === "on", sequences: 1});
     const side = {model, context, sequence: context.getSequence(), vocab: vocabSize(model)};
     // Warm-up, as llama-bench does: a prompt, then one generated token.
     await decode(side, randomTokens(nPrompt, side.vocab));
@@ -90,7 +90,7 @@ function benchRound([binary, ...command], path, extra = []) {
   if (depths.length) out.push(...run(["-p", "0", "-n", String(nGen), "-d", depths.join(","), "--no-warmup"]));
   return out;
 }
-const loomRound = path => benchRound([loom, "bench"], path);
+const loomRound = path => benchRound([loom, "bench"], path, ["-fa", fa]);
 const llamaBenchRound = path => benchRound([llamaBench], path, ["-fa", fa === "on" ? "1" : "0"]);
 
 const results = new Map();  // engine|model|test -> {record, samples}

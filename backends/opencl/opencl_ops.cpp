@@ -22,6 +22,10 @@ bool can_quantize(DType t) {
 // Quantized tensors must step whole blocks along dim 0.
 bool rows_ok(const Tensor& t) { return !is_quantized(t.type) || t.has_contiguous_rows(); }
 
+// flash_attn.cl: FA_WG work-items a group, FA_PER_ITEM outputs each, q in
+// local memory of 512 floats.
+constexpr int64_t kFlashAttnGroup = 64, kFlashAttnMaxHead = 512;
+
 // Type and op ids as the kernels see them: T_* and OP_* (kernel_defines).
 cl_int type_code(DType t) { return static_cast<cl_int>(t); }
 cl_int op_code(Op op) { return static_cast<cl_int>(op); }
@@ -143,6 +147,16 @@ bool kernel_supports(const Tensor& node) {
     case Op::MulMatId:
       return node.type == DType::F32 && b->type == DType::F32 && node.src[2]->type == DType::I32 &&
              a->has_contiguous_rows() && (is_plain_float(a->type) || is_quantized(a->type));
+    case Op::FlashAttnExt: {
+      // k_flash_attn: q in local memory (D <= 512), 8 outputs per work-item
+      // of 64 (Dv <= 512); K and V of any readable type.
+      const Tensor* v = node.src[2];
+      const Tensor* mask = node.src[3];
+      const auto readable = [](DType t) { return is_plain_float(t) || is_quantized(t); };
+      return node.type == DType::F32 && a->type == DType::F32 && readable(b->type) && readable(v->type) &&
+             rows_ok(*b) && rows_ok(*v) && a->ne[0] <= kFlashAttnMaxHead && v->ne[0] <= kFlashAttnMaxHead &&
+             (!mask || ((mask->type == DType::F32 || mask->type == DType::F16) && mask->has_contiguous_rows()));
+    }
     default:
       return false;  // no OpenCL kernel
   }
@@ -301,6 +315,25 @@ void OpenClBackend::enqueue_node(Tensor& node) {
                                 static_cast<size_t>(column_groups), static_cast<size_t>(b->ne[2] * b->ne[3])};
       check(clEnqueueNDRangeKernel(queue(), k, 3, nullptr, global, local, 0, nullptr, nullptr),
             fmt::format("{}: running kernel {} for '{}' {}", device_.name(), name, node.name, node.shape_string()));
+      return;
+    }
+    case Op::FlashAttnExt: {
+      if (max_wg < static_cast<size_t>(kFlashAttnGroup))
+        fail("{}: flash_attn_ext needs work-groups of {} work-items; the device allows {} (tensor '{}')",
+             device_.name(), kFlashAttnGroup, max_wg, node.name);
+      const Tensor* v = node.src[2];
+      const Tensor* mask = node.src[3];
+      const FlashAttnParams fp = flash_attn_params(node);
+      auto [k, args] = start("k_flash_attn");
+      args.tensor(*a).tensor(*b).value(type_code(b->type)).tensor(*v).value(type_code(v->type));
+      if (mask) args.tensor(*mask); else args.absent();
+      args.value(cl_int{mask ? type_code(mask->type) : -1}).tensor(node).value(cl_float{fp.scale})
+          .value(cl_float{fp.max_bias}).value(cl_float{fp.softcap});
+      const size_t local[3] = {static_cast<size_t>(kFlashAttnGroup), 1, 1};
+      const size_t global[3] = {static_cast<size_t>(kFlashAttnGroup), static_cast<size_t>(a->ne[1] * a->ne[2]),
+                                static_cast<size_t>(a->ne[3])};
+      check(clEnqueueNDRangeKernel(queue(), k, 3, nullptr, global, local, 0, nullptr, nullptr),
+            fmt::format("{}: running kernel k_flash_attn for '{}' {}", device_.name(), node.name, node.shape_string()));
       return;
     }
     default:

@@ -167,6 +167,10 @@ Tensor* rebuild(Context& ctx, const Tensor& n, const std::array<Tensor*, kMaxSrc
     }
     case Op::Argsort: return argsort(ctx, s[0], argsort_params(n).order);
     case Op::MulMatId: return mul_mat_id(ctx, s[0], s[1], s[2]);
+    case Op::FlashAttnExt: {
+      const FlashAttnParams p = flash_attn_params(n);
+      return flash_attn_ext(ctx, s[0], s[1], s[2], s[3], p.scale, p.max_bias, p.softcap);
+    }
     case Op::None:
     case Op::View:
     case Op::Reshape:

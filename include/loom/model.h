@@ -16,9 +16,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/backend.h"
@@ -209,6 +211,11 @@ class Model {
   double load_seconds_ = 0.0;
 };
 
+// Fused attention (flash_attn_ext) in the layers: llama.cpp's -fa.
+enum class FlashAttn { Off, On, Auto };
+std::string_view flash_attn_name(FlashAttn fa);            // "off", "on", "auto"
+std::optional<FlashAttn> flash_attn_from_name(std::string_view name);
+
 struct SessionOptions {
   int64_t n_ctx = 0;      // 0: min(training context, 4096)
   int64_t n_batch = 2048; // logical batch: tokens per decode() call are split into these
@@ -221,6 +228,11 @@ struct SessionOptions {
   // the same shape (tokens, cache cells attended, outputs): a generated token
   // then only sets inputs. Off: build and plan every graph anew.
   bool reuse_graph = true;
+  // Off: attention is mul_mat, soft_max, mul_mat (the logits materialized,
+  // V made contiguous per layer). On: one flash_attn_ext node per layer; a
+  // quantized V cache needs it. Auto: on when every device holding layers
+  // runs flash_attn_ext for the cache types (supports_op), else off.
+  FlashAttn flash_attn = FlashAttn::Auto;
 };
 
 // Where a session's host time goes, summed over its decodes.
@@ -279,6 +291,8 @@ class Session {
   const SchedReport& last_report() const { return scheduler_->report(); }
   const SessionStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
+  // Whether the layers use flash_attn_ext (SessionOptions::flash_attn resolved).
+  bool flash_attn() const { return flash_attn_; }
   void write_dot(const std::string& path) const { scheduler_->write_dot(path); }
 
  private:
@@ -295,6 +309,7 @@ class Session {
 
   const Model& model_;
   SessionOptions options_;
+  bool flash_attn_ = false;
   int64_t n_ctx_ = 0;
   KvCells cells_;
   Context cache_ctx_;

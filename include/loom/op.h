@@ -44,6 +44,7 @@ enum class Op : uint8_t {
   Clamp,
   Argsort,
   MulMatId,
+  FlashAttnExt,
   View,
   Reshape,
   Permute,
@@ -54,7 +55,7 @@ enum class Op : uint8_t {
 inline constexpr size_t kOpCount = static_cast<size_t>(Op::Count);
 
 // Which parameter struct (op_params.h) an op's op_params hold.
-enum class OpParamsKind : uint8_t { None, Scale, Norm, Rope, SoftMax, Concat, Permute, Clamp, Argsort };
+enum class OpParamsKind : uint8_t { None, Scale, Norm, Rope, SoftMax, Concat, Permute, Clamp, Argsort, FlashAttn };
 
 struct OpInfo {
   Op op;
@@ -109,6 +110,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOpTable = [] {
       {Op::Clamp, "clamp", 1, 1, false, kSrc0, K::Clamp},
       {Op::Argsort, "argsort", 1, 1, false, 0, K::Argsort},
       {Op::MulMatId, "mul_mat_id", 3, 3, false, 0, K::None},  // expert weights, b, expert ids
+      {Op::FlashAttnExt, "flash_attn_ext", 3, 4, false, 0, K::FlashAttn},  // q, k, v, optional mask
       {Op::View, "view", 1, 1, true, 0, K::None},
       {Op::Reshape, "reshape", 1, 1, true, 0, K::None},
       {Op::Permute, "permute", 1, 1, true, 0, K::Permute},

@@ -55,6 +55,13 @@ struct ArgsortParams {
   SortOrder order = SortOrder::Ascending;
 };
 
+// flash_attn_ext: softmax(softcap(scale * K^T q) + slope * mask) V, fused
+struct FlashAttnParams {
+  float scale = 1.0f;
+  float max_bias = 0.0f;  // ALiBi: > 0 gives head h the mask slope of llama.cpp's ALiBi (else 1)
+  float softcap = 0.0f;   // > 0: logits become softcap * tanh(logit / softcap) before the mask
+};
+
 ScaleParams scale_params(const Tensor& node);
 void set_scale_params(Tensor& node, const ScaleParams& p);
 NormParams norm_params(const Tensor& node);
@@ -71,5 +78,13 @@ ClampParams clamp_params(const Tensor& node);
 void set_clamp_params(Tensor& node, const ClampParams& p);
 ArgsortParams argsort_params(const Tensor& node);
 void set_argsort_params(Tensor& node, const ArgsortParams& p);
+FlashAttnParams flash_attn_params(const Tensor& node);
+void set_flash_attn_params(Tensor& node, const FlashAttnParams& p);
+
+// The ALiBi slope of head h of n_head with max_bias (1 when max_bias is 0),
+// as llama.cpp computes it: heads below the largest power of two n2 <= n_head
+// take m0^(h+1), the others m1^(2(h-n2)+1), m0 = 2^(-max_bias/n2),
+// m1 = 2^(-max_bias/(2 n2)).
+float alibi_slope(float max_bias, int64_t h, int64_t n_head);
 
 }  // namespace loom

@@ -70,6 +70,23 @@ Tensor* rope(Context& ctx, Tensor* a, Tensor* positions, const RopeParams& param
 // but has no output (gpt-oss).
 Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask = nullptr, float scale = 1.0f, Tensor* sinks = nullptr);
 
+// Fused attention (llama.cpp's flash_attn_ext): for each query row, head
+// and batch, softmax(softcap(scale * K^T q) + slope * mask) V without the
+// logits ever stored.
+//   q    F32 [hd, n_q, n_head, ne3] (any strides)
+//   k    [hd, n_kv, n_head_kv, k3], v [hd_v, n_kv, n_head_kv, k3]: f32, f16,
+//        bf16 or a block-quantized type, rows contiguous (whole blocks),
+//        n_head % n_head_kv == 0 and ne3 % k3 == 0: query head h reads KV
+//        head h / (n_head / n_head_kv) (grouped-query attention)
+//   mask (optional) F32 or F16 [n_kv, >= n_q, m2, m3], n_head % m2 == 0,
+//        ne3 % m3 == 0, contiguous rows (0 or -inf for causal masking)
+// softcap > 0 caps the scaled logits to (-softcap, softcap) before the mask;
+// max_bias > 0 scales head h's mask by its ALiBi slope (alibi_slope). A row
+// masked entirely gives zeros. Result F32 [hd_v, n_head, n_q, ne3]: heads
+// next to each other, so [hd_v * n_head, n_q] is a reshape away.
+Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
+                       float max_bias = 0.0f, float softcap = 0.0f);
+
 // Index of the largest element of each row of a 2-D F32 tensor: I32 [ne1].
 Tensor* argmax(Context& ctx, Tensor* a);
 

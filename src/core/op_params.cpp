@@ -1,5 +1,6 @@
 #include "loom/op_params.h"
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -49,5 +50,16 @@ ClampParams clamp_params(const Tensor& n) { return load<ClampParams>(n, K::Clamp
 void set_clamp_params(Tensor& n, const ClampParams& p) { store(n, p, K::Clamp, "set_clamp_params"); }
 ArgsortParams argsort_params(const Tensor& n) { return load<ArgsortParams>(n, K::Argsort, "argsort_params"); }
 void set_argsort_params(Tensor& n, const ArgsortParams& p) { store(n, p, K::Argsort, "set_argsort_params"); }
+FlashAttnParams flash_attn_params(const Tensor& n) { return load<FlashAttnParams>(n, K::FlashAttn, "flash_attn_params"); }
+void set_flash_attn_params(Tensor& n, const FlashAttnParams& p) { store(n, p, K::FlashAttn, "set_flash_attn_params"); }
+
+float alibi_slope(float max_bias, int64_t h, int64_t n_head) {
+  if (max_bias <= 0.0f) return 1.0f;
+  int64_t n2 = 1;
+  while (n2 * 2 <= n_head) n2 *= 2;
+  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n2));
+  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n2));
+  return h < n2 ? std::pow(m0, static_cast<float>(h + 1)) : std::pow(m1, static_cast<float>(2 * (h - n2) + 1));
+}
 
 }  // namespace loom

@@ -1,5 +1,7 @@
 #include "loom/ops.h"
 
+#include <cmath>
+
 #include "loom/error.h"
 
 namespace loom {
@@ -219,6 +221,36 @@ Tensor* soft_max(Context& ctx, Tensor* a, Tensor* mask, float scale, Tensor* sin
             "sinks must be f32 [a.ne2]", a, sinks);
   Tensor* r = new_result(ctx, op, DType::F32, a->ne, {a, mask, sinks});
   set_soft_max_params(*r, {scale});
+  return r;
+}
+
+Tensor* flash_attn_ext(Context& ctx, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale, float max_bias,
+                       float softcap) {
+  const Op op = Op::FlashAttnExt;
+  require_nonnull(op, {q, k, v});
+  const auto kv_type_ok = [](DType t) { return t != DType::I32; };
+  require(q->type == DType::F32, op, "q must be f32", q);
+  require(kv_type_ok(k->type) && kv_type_ok(v->type), op, "k and v must be a float or quantized type", k, v);
+  require(k->ne[0] == q->ne[0], op, "q and k must have the same head size (ne0)", q, k);
+  require(k->ne[1] == v->ne[1] && k->ne[2] == v->ne[2] && k->ne[3] == v->ne[3], op,
+          "k and v must have the same [n_kv, n_head_kv, ne3]", k, v);
+  require(k->ne[1] > 0 && k->ne[2] > 0 && k->ne[3] > 0 && q->ne[2] % k->ne[2] == 0 && q->ne[3] % k->ne[3] == 0,
+          op, "q's heads (ne2) and ne3 must be multiples of k's", q, k);
+  require(k->has_contiguous_rows() && v->has_contiguous_rows(), op, "k and v rows must be contiguous", k, v);
+  if (mask) {
+    require(mask->type == DType::F32 || mask->type == DType::F16, op, "mask must be f32 or f16", q, mask);
+    require(mask->ne[0] == k->ne[1] && mask->ne[1] >= q->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 &&
+                q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0,
+            op, "mask must be [n_kv, >= n_q, divisor of n_head, divisor of ne3]", q, mask);
+    require(mask->has_contiguous_rows(), op, "mask rows must be contiguous", q, mask);
+  }
+  require(std::isfinite(scale) && std::isfinite(max_bias) && std::isfinite(softcap) && max_bias >= 0.0f &&
+              softcap >= 0.0f,
+          op, fmt::format("scale {} must be finite, max_bias {} and softcap {} finite and >= 0", scale, max_bias,
+                          softcap),
+          q);
+  Tensor* r = new_result(ctx, op, DType::F32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask});
+  set_flash_attn_params(*r, {scale, max_bias, softcap});
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "arch/arch.h"
 #include "arch/blocks.h"
 #include "loom/error.h"
+#include "loom/log.h"
 #include "loom/model.h"
 #include "loom/ops.h"
 #include "loom/tensor_alloc.h"
@@ -40,24 +41,44 @@ struct Session::UbatchGraph {
 
 namespace {
 
-// The K cache may be quantized as llama.cpp allows (each head's row a whole
-// number of blocks: the attention reads it per head), but for iq4_nl, which
-// the OpenCL kernels cannot quantize yet. A quantized V cache
-// needs fused attention (V is read transposed, across blocks), which
-// llama.cpp requires too and Loom does not have yet.
+bool is_plain_cache_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_quantized_cache_type(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1;
+}
+
+// The K and V caches may be quantized as llama.cpp allows (each head's row a
+// whole number of blocks: the attention reads them per head), but for
+// iq4_nl, which the OpenCL kernels cannot quantize yet.
 void check_cache_types(DType type_k, DType type_v, int64_t head_dim) {
-  static constexpr DType kPlain[] = {DType::F32, DType::F16, DType::BF16};
-  static constexpr DType kQuantized[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
-  const auto in = [](DType t, const auto& set) { return std::find(std::begin(set), std::end(set), t) != std::end(set); };
-  if (!in(type_k, kPlain) && !in(type_k, kQuantized))
-    fail("K cache type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)", type_name(type_k));
-  if (in(type_k, kQuantized) && head_dim % traits(type_k).block_size != 0)
-    fail("K cache type {} stores blocks of {} elements, which do not divide the head size {}", type_name(type_k),
-         traits(type_k).block_size, head_dim);
-  if (in(type_v, kQuantized))
-    fail("V cache type {} needs fused attention (-fa), which Loom does not have yet (llama.cpp requires it too); "
-         "quantize only the K cache (-ctk)", type_name(type_v));
-  if (!in(type_v, kPlain)) fail("V cache type {} is not supported (f32, f16, bf16)", type_name(type_v));
+  for (auto [which, type] : {std::pair{"K", type_k}, std::pair{"V", type_v}}) {
+    if (!is_plain_cache_type(type) && !is_quantized_cache_type(type))
+      fail("{} cache type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)", which, type_name(type));
+    if (is_quantized_cache_type(type) && head_dim % traits(type).block_size != 0)
+      fail("{} cache type {} stores blocks of {} elements, which do not divide the head size {}", which,
+           type_name(type), traits(type).block_size, head_dim);
+  }
+}
+
+// The names of the devices holding layers that cannot run flash_attn_ext for
+// this model's heads and cache types: a node built as attention() builds it
+// (a single token over 256 cells) is put to each layer's device.
+std::vector<std::string> devices_without_flash_attn(const Model& model, DType type_k, DType type_v) {
+  const HParams& h = model.hparams();
+  const int64_t hd = h.head_dim(), n_kv = 256;
+  Context ctx;
+  Tensor* q = ctx.new_tensor(DType::F32, {hd, h.n_head, 1, 1});
+  Tensor* k = ctx.new_tensor(type_k, {h.n_embd_kv(), n_kv});
+  Tensor* v = ctx.new_tensor(type_v, {h.n_embd_kv(), n_kv});
+  Tensor* mask = ctx.new_tensor(DType::F32, {n_kv, 1});
+  Tensor* node = flash_attn_ext(ctx, permute(ctx, q, {0, 2, 1, 3}), cache_heads(ctx, k, hd, h.n_head_kv, n_kv),
+                                cache_heads(ctx, v, hd, h.n_head_kv, n_kv), mask, 1.0f, 0.0f, h.attn_softcap);
+  std::vector<std::string> names;
+  for (int64_t l = 0; l < h.n_layer; ++l) {
+    const Device& d = model.layer_device(l);
+    const std::string name(d.name());
+    if (!d.supports_op(*node) && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
 }
 
 }  // namespace
@@ -77,6 +98,25 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   if (options_.poll < 0 || options_.poll > kMaxPoll)
     fail("poll level {} is outside [0, {}]", options_.poll, kMaxPoll);
   check_cache_types(options_.type_k, options_.type_v, h.head_dim());
+  // Fused attention: auto turns it on where every layer's device runs it;
+  // on keeps it where one does not (the scheduler runs that device's
+  // attention on the CPU, copying its cache there), with a warning.
+  const std::vector<std::string> without = options_.flash_attn == FlashAttn::Off
+                                               ? std::vector<std::string>{}
+                                               : devices_without_flash_attn(model, options_.type_k, options_.type_v);
+  const std::string unsupported = fmt::format("{} cannot run flash_attn_ext for {} K and {} V", fmt::join(without, ", "),
+                                              type_name(options_.type_k), type_name(options_.type_v));
+  flash_attn_ = options_.flash_attn == FlashAttn::On || (options_.flash_attn == FlashAttn::Auto && without.empty());
+  if (options_.flash_attn == FlashAttn::On && !without.empty())
+    log(LogLevel::Warn, "fused attention (-fa on): {}; that attention runs on the CPU", unsupported);
+  // A quantized V cache needs fused attention, as in llama.cpp: without it
+  // V is read transposed, across blocks.
+  if (is_quantized_cache_type(options_.type_v) && !flash_attn_)
+    fail("V cache type {} needs fused attention (-fa on; llama.cpp requires it too), but {}; quantize only the K "
+         "cache (-ctk) or turn fused attention on",
+         type_name(options_.type_v),
+         options_.flash_attn == FlashAttn::Off ? "it is off (-fa off)"
+                                               : fmt::format("-fa auto turned it off: {}", unsupported));
   // Each layer's cache lives on the layer's device.
   std::vector<std::pair<Device*, std::vector<Tensor*>>> by_device;
   for (int64_t l = 0; l < h.n_layer; ++l) {
@@ -201,6 +241,7 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
   if (h.embd_scale != 1.0f) x = scale(ctx, x, h.embd_scale);
   LayerGraph lg{ctx, model_, h, n, n_kv, pos, cells, mask, g.mask_swa};
+  lg.flash_attn = flash_attn_;
   for (int64_t l = 0; l < h.n_layer; ++l) {
     lg.k_cache = k_cache_[l];
     lg.v_cache = v_cache_[l];
@@ -281,6 +322,21 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     last_graph_.reset();
     throw;
   }
+}
+
+std::string_view flash_attn_name(FlashAttn fa) {
+  switch (fa) {
+    case FlashAttn::Off: return "off";
+    case FlashAttn::On: return "on";
+    case FlashAttn::Auto: return "auto";
+  }
+  return "?";
+}
+
+std::optional<FlashAttn> flash_attn_from_name(std::string_view name) {
+  for (FlashAttn fa : {FlashAttn::Off, FlashAttn::On, FlashAttn::Auto})
+    if (name == flash_attn_name(fa)) return fa;
+  return std::nullopt;
 }
 
 }  // namespace loom

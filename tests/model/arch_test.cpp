@@ -252,14 +252,19 @@ TEST_P(FamilyTest, MatchesAPlainForwardPass) {
   write_random_model(small_spec(GetParam()), DType::F32, 5, path);
   auto m = Model::load(path, cpu_only());
   std::filesystem::remove(path);
-  Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
   const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
-  const auto logits = s.decode(tokens, true);
   const auto ref = reference_forward(*m, small_spec(GetParam()), tokens, 32);
   const int64_t nv = m->hparams().n_vocab;
-  ASSERT_EQ(logits.size(), tokens.size() * nv);
-  for (size_t t = 0; t < tokens.size(); ++t)
-    EXPECT_LT(max_rel_error(std::span(logits).subspan(t * nv, nv), ref[t]), 1e-4) << "token " << t;
+  // Both attention paths: mul_mat + soft_max + mul_mat, and flash_attn_ext
+  // (soft-capping and the sliding window's mask inside the fused op).
+  for (FlashAttn fa : {FlashAttn::Off, FlashAttn::On}) {
+    Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32, .flash_attn = fa});
+    const auto logits = s.decode(tokens, true);
+    ASSERT_EQ(logits.size(), tokens.size() * nv);
+    for (size_t t = 0; t < tokens.size(); ++t)
+      EXPECT_LT(max_rel_error(std::span(logits).subspan(t * nv, nv), ref[t]), 1e-4)
+          << "token " << t << ", -fa " << flash_attn_name(fa);
+  }
 }
 
 // Tokens decoded in pieces (micro-batches of 3 after cached tokens, then one

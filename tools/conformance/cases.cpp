@@ -55,6 +55,7 @@ const std::vector<Case>& all_cases() {
     detail::add_matmul_cases(list);
     detail::add_row_cases(list);
     detail::add_family_cases(list);
+    detail::add_attention_cases(list);
     std::unordered_set<std::string> names;
     for (const Case& c : list)
       if (!names.insert(c.name).second) fail("conformance: two cases are named '{}'", c.name);

@@ -44,5 +44,6 @@ void add_movement_cases(std::vector<Case>& cases);     // get_rows, set_rows, cp
 void add_matmul_cases(std::vector<Case>& cases);       // mul_mat
 void add_row_cases(std::vector<Case>& cases);          // rms_norm, norm, rope, soft_max
 void add_family_cases(std::vector<Case>& cases);       // tanh, sigmoid, clamp, argsort, mul_mat_id
+void add_attention_cases(std::vector<Case>& cases);    // flash_attn_ext
 
 }  // namespace loom::conformance::detail

@@ -258,6 +258,59 @@ Dense ref_soft_max(const Tensor& node, const RefMemory& m) {
   return out;
 }
 
+// flash_attn_ext: per query row r, head h and batch b, with KV head
+// h / (n_head / n_head_kv) and KV batch b / (ne3 / k3):
+//   x_j = softcap(scale * q . k_j) + slope_h * mask(j, r, h % m2, b % m3)
+// (softcap(x) = c tanh(x / c) when c > 0; a -inf mask drops row j), then
+// out(:, h, r, b) = sum_j softmax(x)_j v_j; zeros when every row is dropped.
+Dense ref_flash_attn(const Tensor& node, const RefMemory& m) {
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const Tensor& v = *node.src[2];
+  const Tensor* mask = node.src[3];
+  const FlashAttnParams p = flash_attn_params(node);
+  const int64_t D = q.ne[0], Dv = v.ne[0], n_kv = k.ne[1], H = q.ne[2];
+  const int64_t group = H / k.ne[2], batch_group = q.ne[3] / k.ne[3];
+  Dense out(node.ne);
+  std::vector<double> x(static_cast<size_t>(n_kv));
+  for_each_index({1, q.ne[1], H, q.ne[3]}, [&](int64_t, int64_t r, int64_t h, int64_t b) {
+    const int64_t hk = h / group, bk = b / batch_group;
+    // The slope as llama.cpp computes it: the largest power of two n2 <= H.
+    double slope = 1.0;
+    if (p.max_bias > 0.0f) {
+      int64_t n2 = 1;
+      while (n2 * 2 <= H) n2 *= 2;
+      const double m0 = std::pow(2.0, -static_cast<double>(p.max_bias) / n2);
+      const double m1 = std::pow(2.0, -static_cast<double>(p.max_bias) / 2.0 / n2);
+      slope = h < n2 ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n2) + 1);
+    }
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const double mv = mask ? m.at(*mask, j, r, h % mask->ne[2], b % mask->ne[3]) : 0.0;
+      if (mv == -std::numeric_limits<double>::infinity()) {
+        x[j] = mv;
+        continue;
+      }
+      double dot = 0.0;
+      for (int64_t i = 0; i < D; ++i) dot += m.at(q, i, r, h, b) * m.at(k, i, j, hk, bk);
+      double s = dot * p.scale;
+      if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
+      x[j] = s + slope * mv;
+      max = std::max(max, x[j]);
+    }
+    if (max == -std::numeric_limits<double>::infinity()) return;  // stays zero
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_kv; ++j) sum += (x[j] = std::exp(x[j] - max));
+    for (int64_t i = 0; i < Dv; ++i) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < n_kv; ++j)
+        if (x[j] != 0.0) acc += x[j] * m.at(v, i, j, hk, bk);
+      out.at(i, h, r, b) = acc / sum;
+    }
+  });
+  return out;
+}
+
 // The index of the first largest element of each row.
 Dense ref_argmax(const Tensor& node, const RefMemory& m) {
   const Tensor& a = *node.src[0];
@@ -394,6 +447,7 @@ std::vector<double> reference_op(const Tensor& node, const RefMemory& m) {
     case Op::SoftMax: return ref_soft_max(node, m).v;
     case Op::Argmax: return ref_argmax(node, m).v;
     case Op::Concat: return ref_concat(node, m).v;
+    case Op::FlashAttnExt: return ref_flash_attn(node, m).v;
     default: break;
   }
   fail("reference: no reference for op {} (tensor '{}')", op_name(node.op), node.name);

@@ -126,6 +126,15 @@ constexpr ThresholdRule kTable[] = {
     {Op::MulMatId, DType::IQ4_NL, 5e-4, "allows b quantized to q8 blocks"},
     {Op::MulMatId, DType::IQ4_XS, 5e-3, "allows b quantized to q8_K blocks (see mul_mat)"},
     {Op::MulMatId, DType::MXFP4, 5e-4, "allows b quantized to q8 blocks"},
+    // flash_attn_ext: the threshold of K's type (V's stored values are exact
+    // inputs and are summed in f32). Block-quantized K may meet q quantized to
+    // q8 blocks (the CPU's integer dots), as mul_mat's b.
+    {Op::FlashAttnExt, DType::Q8_0, 5e-4, "allows q quantized to q8_0 blocks for the integer dots"},
+    {Op::FlashAttnExt, DType::Q4_0, 5e-4, "allows q quantized to q8_0 blocks for the integer dots"},
+    {Op::FlashAttnExt, DType::Q4_1, 5e-4, "allows q quantized to q8 blocks for the integer dots"},
+    {Op::FlashAttnExt, DType::Q5_0, 5e-4, "allows q quantized to q8 blocks for the integer dots"},
+    {Op::FlashAttnExt, DType::Q5_1, 5e-4, "allows q quantized to q8 blocks for the integer dots"},
+    {Op::FlashAttnExt, std::nullopt, 1e-8, "f32 dots, online softmax (exp maybe approximated) and sums"},
 };
 
 }  // namespace

@@ -122,6 +122,7 @@ std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
                     for (int ub : n_ubatch)
                       for (DType tk : type_k)
                         for (DType tv : type_v)
+                        for (FlashAttn fa : flash_attn)
                           for (int t : threads)
                             for (int pl : poll)
                             for (int gr : graph_reuse)
@@ -132,6 +133,7 @@ std::vector<BenchInstance> BenchParams::instances(int default_threads) const {
                               inst.n_ubatch = ub;
                               inst.type_k = tk;
                               inst.type_v = tv;
+                              inst.flash_attn = fa;
                               inst.n_threads = t;
                               inst.poll = pl;
                               inst.graph_reuse = gr == 1;

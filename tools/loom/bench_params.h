@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/model.h"
 #include "loom/placement.h"
 #include "loom/types.h"
 
@@ -38,6 +39,7 @@ struct BenchInstance {
   bool graph_reuse = true;
   DType type_k = DType::F16;
   DType type_v = DType::F16;
+  FlashAttn flash_attn = FlashAttn::Auto;
   int n_prompt = 0;
   int n_gen = 0;
   int n_depth = 0;
@@ -56,6 +58,7 @@ struct BenchParams {
   std::vector<int> graph_reuse{1};
   std::vector<DType> type_k{DType::F16};
   std::vector<DType> type_v{DType::F16};
+  std::vector<FlashAttn> flash_attn{FlashAttn::Auto};
   std::vector<int> n_gpu_layers{0};
   std::vector<std::string> split_mode{"layer"};
   std::vector<int> main_gpu{0};

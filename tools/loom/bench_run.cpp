@@ -95,6 +95,7 @@ BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, i
   so.reuse_graph = inst.graph_reuse;
   so.type_k = inst.type_k;
   so.type_v = inst.type_v;
+  so.flash_attn = inst.flash_attn;
   Session session(model, so);
   const int64_t n_vocab = model.hparams().n_vocab;
   if (warmup) {
@@ -147,6 +148,7 @@ BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& m
       {"graph_reuse", i64(inst.graph_reuse ? 1 : 0)},
       {"type_k", std::string(type_name(inst.type_k))},
       {"type_v", std::string(type_name(inst.type_v))},
+      {"flash_attn", std::string(flash_attn_name(inst.flash_attn))},
       {"n_gpu_layers", i64(inst.load.n_gpu_layers)},
       {"n_cpu_moe", i64(inst.load.n_cpu_moe)},
       {"cpu_moe", i64(inst.load.cpu_moe ? 1 : 0)},

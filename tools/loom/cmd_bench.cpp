@@ -22,6 +22,7 @@
 #include "loom/cpu_cores.h"
 #include "loom/error.h"
 #include "fit_args.h"
+#include "model_args.h"
 #include "loom/registry.h"
 #include "placement_args.h"
 
@@ -44,7 +45,8 @@ std::vector<OptionSpec> bench_option_specs() {
       {{"--poll"}, "0-100", "how long idle CPU threads poll for work before sleeping (default 50, as llama.cpp)"},
       {{"--graph-reuse"}, "0|1", "run the last graph again when the next micro-batch has its shape (default 1)"},
       {{"-ctk", "--cache-type-k"}, "TYPES", "K cache type (default f16)"},
-      {{"-ctv", "--cache-type-v"}, "TYPES", "V cache type (default f16)"},
+      {{"-ctv", "--cache-type-v"}, "TYPES", "V cache type (default f16; quantized types need -fa on)"},
+      {{"-fa", "--flash-attn"}, "on|off|auto", "fused attention (default auto: on where every device holding layers runs it)"},
       {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (default 0)"},
       {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row"},
       {{"-mg", "--main-gpu"}, "I", "main offload device index for -sm none and row (default 0)"},
@@ -98,7 +100,7 @@ std::vector<DType> all_types(const Args& args, const std::string& flag, const st
   std::vector<DType> out;
   for (const auto& name : all_items(args, flag)) {
     auto t = type_from_name(name);
-    if (!t) fail("{}: unknown cache type '{}' (f16, f32, bf16)", label, name);
+    if (!t) fail("{}: unknown cache type '{}' (f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)", label, name);
     out.push_back(*t);
   }
   return out.empty() ? std::vector<DType>{DType::F16} : out;
@@ -122,6 +124,10 @@ BenchParams parse_params(const Args& args) {
   p.graph_reuse = all_ints(args, "--graph-reuse", "--graph-reuse", {1});
   p.type_k = all_types(args, "--cache-type-k", "-ctk");
   p.type_v = all_types(args, "--cache-type-v", "-ctv");
+  if (auto fa = all_items(args, "--flash-attn"); !fa.empty()) {
+    p.flash_attn.clear();
+    for (const auto& v : fa) p.flash_attn.push_back(parse_flash_attn("-fa", v));
+  }
   p.n_gpu_layers = all_ints(args, "--n-gpu-layers", "-ngl", {0});
   if (auto sm = all_items(args, "--split-mode"); !sm.empty()) p.split_mode = sm;
   p.main_gpu = all_ints(args, "--main-gpu", "-mg", {0});
@@ -164,6 +170,7 @@ std::vector<std::string> markdown_columns(const std::vector<BenchInstance>& runs
   if (shown([](const BenchInstance& r) { return r.n_ubatch; })) cols.push_back("n_ubatch");
   if (shown([](const BenchInstance& r) { return std::string(type_name(r.type_k)); })) cols.push_back("type_k");
   if (shown([](const BenchInstance& r) { return std::string(type_name(r.type_v)); })) cols.push_back("type_v");
+  if (shown([](const BenchInstance& r) { return std::string(flash_attn_name(r.flash_attn)); })) cols.push_back("flash_attn");
   if (shown([](const BenchInstance& r) { return r.load.use_mmap ? 1 : 0; })) cols.push_back("use_mmap");
   if (shown([](const BenchInstance& r) { return r.load.n_gpu_layers; })) cols.push_back("n_gpu_layers");
   if (shown([](const BenchInstance& r) { return r.load.n_cpu_moe; })) cols.push_back("n_cpu_moe");

@@ -134,6 +134,7 @@ int cmd_run(int argc, char** argv) {
   std::printf("prompt:     %zu tokens in %.3f s, %.2f tokens/s\n", n_prompt, prompt_s, n_prompt / prompt_s);
   std::printf("generation: %d tokens in %.3f s, %.2f tokens/s\n", generated, gen_s,
               gen_s > 0 ? generated / gen_s : 0.0);
+  std::printf("attention:  %s\n", session.flash_attn() ? "fused, flash_attn_ext (-fa on)" : "mul_mat, soft_max, mul_mat (-fa off)");
   print_memory(*model, session, gen_report);
   std::printf("splits:     prompt graph %zu (%s copied), generation graph %zu (%s copied)\n",
               prompt_report.n_splits(), format_bytes(prompt_report.copy_bytes).c_str(), gen_report.n_splits(),

@@ -22,9 +22,21 @@ DType parse_type(const Args& args, const std::string& flag, DType fallback) {
   auto v = args.get(flag);
   if (!v) return fallback;
   auto t = type_from_name(*v);
-  if (!t) fail("{}: unknown type '{}' (f32, f16, bf16; for K also q8_0, q4_0, q4_1, q5_0, q5_1)", flag, *v);
+  if (!t) fail("{}: unknown type '{}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)", flag, *v);
   return *t;
 }
+
+}  // namespace
+
+FlashAttn parse_flash_attn(const std::string& flag, const std::string& value) {
+  if (value == "1") return FlashAttn::On;  // llama-bench's spelling
+  if (value == "0") return FlashAttn::Off;
+  auto fa = flash_attn_from_name(value);
+  if (!fa) fail("{}: '{}' should be on, off or auto", flag, value);
+  return *fa;
+}
+
+namespace {
 
 }  // namespace
 
@@ -37,7 +49,8 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-b", "--batch-size"}, "N", "logical batch size (default 2048)"},
       {{"-ub", "--ubatch-size"}, "N", "micro-batch size: tokens per graph (default 512)"},
       {{"-ctk", "--cache-type-k"}, "TYPE", "K cache type: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"},
-      {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16 (a quantized V needs fused attention, not built yet)"},
+      {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (quantized: needs -fa on)"},
+      {{"-fa", "--flash-attn"}, "on|off|auto", "fused attention (flash_attn_ext); auto (default): on where every device holding layers runs it"},
       {{"--no-mmap"}, "", "read weights into memory instead of mapping the file"},
       {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (n_layer + 1: the output layer too)"},
       {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row: how offloaded layers spread over devices"},
@@ -102,6 +115,7 @@ SessionOptions session_options(const Args& args) {
   o.n_ubatch = args.get_int("--ubatch-size", 512, 1, std::numeric_limits<int>::max());
   o.type_k = parse_type(args, "--cache-type-k", DType::F16);
   o.type_v = parse_type(args, "--cache-type-v", DType::F16);
+  if (auto fa = args.get("--flash-attn")) o.flash_attn = parse_flash_attn("-fa", *fa);
   return o;
 }
 

@@ -14,6 +14,8 @@ std::vector<OptionSpec> model_option_specs();
 std::string model_path(const Args& args);
 LoadOptions load_options(const Args& args);
 SessionOptions session_options(const Args& args);
+// -fa's value: on, off, auto (and llama-bench's 1 and 0).
+FlashAttn parse_flash_attn(const std::string& flag, const std::string& value);
 // The default model's path in the user's cache, creating it when missing.
 std::string default_model_path();
 

@@ -30,6 +30,7 @@ constexpr std::array<Kernel, kOpCount> kKernels = [] {
   set(Op::MulMat, [](const ComputeParams& p, Tensor& n, int phase) { compute_mul_mat(p, n, phase); });
   set(Op::MulMatId, [](const ComputeParams& p, Tensor& n, int phase) { compute_mul_mat_id(p, n, phase); });
   set(Op::Argsort, [](const ComputeParams& p, Tensor& n, int) { compute_argsort(p, n); });
+  set(Op::FlashAttnExt, [](const ComputeParams& p, Tensor& n, int phase) { compute_flash_attn(p, n, phase); });
   return k;
 }();
 
@@ -50,16 +51,18 @@ bool kernel_supports(const Tensor& node) {
 size_t kernel_work_size(const Tensor& node, int n_threads) {
   if (node.op == Op::MulMat) return mul_mat_work_size(node, n_threads);
   if (node.op == Op::MulMatId) return mul_mat_id_work_size(node, n_threads);
+  if (node.op == Op::FlashAttnExt) return flash_attn_work_size(node, n_threads);
   return 0;
 }
 
 int kernel_phases(const Tensor& node) {
-  return node.op == Op::MulMat ? 2 : node.op == Op::MulMatId ? kMulMatIdPhases : 1;
+  return node.op == Op::MulMat || node.op == Op::FlashAttnExt ? 2 : node.op == Op::MulMatId ? kMulMatIdPhases : 1;
 }
 
 int64_t kernel_tasks(const Tensor& node, int phase, int n_threads) {
   if (node.op == Op::MulMat) return mul_mat_tasks(node, phase, n_threads);
   if (node.op == Op::MulMatId) return mul_mat_id_tasks(node, phase, n_threads);
+  if (node.op == Op::FlashAttnExt) return flash_attn_tasks(node, phase, n_threads);
   // A small op costs less on one thread than handing parts of it to others.
   const int64_t by_size = std::max<int64_t>(node.nelements() / kMinElementsPerTask, 1);
   return std::min<int64_t>(by_size, n_threads);

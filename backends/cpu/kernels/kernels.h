@@ -57,7 +57,7 @@ inline Range split_range(int64_t n, int64_t ith, int64_t nth) {
 bool kernel_supports(const Tensor& node);
 // Scratch bytes the node's kernel needs.
 size_t kernel_work_size(const Tensor& node, int n_threads);
-// Phases of the node's kernel (1; 2 for mul_mat, 5 for mul_mat_id) and the tasks of each.
+// Phases of the node's kernel (1; 2 for mul_mat and flash_attn_ext, 5 for mul_mat_id) and the tasks of each.
 int kernel_phases(const Tensor& node);
 // Ops other than the matrix products get one task per kMinElementsPerTask
 // output elements, at most n_threads: a row op on one token is one task.
@@ -86,6 +86,12 @@ int64_t mul_mat_id_tasks(const Tensor& dst, int phase, int n_threads);
 size_t mul_mat_id_work_size(const Tensor& dst, int n_threads);
 inline constexpr int kMulMatIdPhases = 5;
 void compute_argsort(const ComputeParams& p, Tensor& dst);
+// flash_attn_ext: phase 0 attends (units of a KV head's query heads x a
+// block of rows, maybe split over KV chunks), phase 1 merges the chunks
+// (no tasks when there are none).
+void compute_flash_attn(const ComputeParams& p, Tensor& dst, int phase);
+int64_t flash_attn_tasks(const Tensor& dst, int phase, int n_threads);
+size_t flash_attn_work_size(const Tensor& dst, int n_threads);
 
 // Address of element row (i1, i2, i3) of t.
 inline char* row_ptr(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {

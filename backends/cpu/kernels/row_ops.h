@@ -19,6 +19,11 @@ struct RowOps {
   void (*mul)(const float* a, const float* b, float* y, int64_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // y += a * x (fused attention's V accumulation).
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  // y = exp(x - max), returns the sum of y (fused attention's online
+  // softmax). -inf in x gives 0. y may alias x.
+  float (*exp_sum)(const float* x, float max, float* y, int64_t n);
 };
 
 const RowOps& row_ops();

@@ -153,10 +153,32 @@ void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
 }
 
+void axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+float exp_sum(const float* x, float max, float* y, int64_t n) {
+  const __m256 vm = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(y + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += (y[i] = std::exp(x[i] - max));
+  return sum + hsum(vsum);
+}
+
 }  // namespace
 
 const RowOps& row_ops_avx2() {
-  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32};
+  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum};
   return ops;
 }
 

@@ -85,7 +85,8 @@ struct LayerGraph {
   Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal per sequence; a sliding-window family gets its own)
   Tensor* mask_swa = nullptr;   // the same, also -inf outside the window (HParams::n_swa > 0 only)
   Tensor* k_cache = nullptr;    // this layer's cache rows [n_embd_kv, n_ctx]
-  Tensor* v_cache = nullptr;
+  Tensor* v_cache = nullptr;    // the same layout (a cell's row), for either attention path
+  bool flash_attn = false;      // attention through flash_attn_ext (SessionOptions::flash_attn)
 };
 
 class Arch {

@@ -81,25 +81,34 @@ Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads) {
 
 Tensor* soft_cap(LayerGraph& g, Tensor* x, float c) { return scale(g.ctx, tanh(g.ctx, scale(g.ctx, x, 1.0f / c)), c); }
 
+Tensor* cache_heads(Context& ctx, Tensor* cache, int64_t head_dim, int64_t n_head_kv, int64_t n_kv) {
+  const size_t head = row_size(cache->type, head_dim), cell = cache->nb[1];
+  return permute(ctx, view(ctx, cache, {head_dim, n_head_kv, n_kv, 1}, {head, cell, cell * n_kv}, 0), {0, 2, 1, 3});
+}
+
 Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale, Tensor* mask, float softcap) {
   Context& ctx = g.ctx;
   const HParams& h = g.h;
   const int64_t hd = h.head_dim(), n = g.n, n_kv = g.n_kv;
   Tensor* k_all = set_rows(ctx, g.k_cache, reshape(ctx, k, {h.n_embd_kv(), n, 1, 1}), g.kv_cells);
   Tensor* v_all = set_rows(ctx, g.v_cache, v, g.kv_cells);
-  // Bytes of one head's row: the K cache may be quantized (whole blocks per head).
-  const size_t k_head = row_size(k_all->type, hd), vs = traits(v_all->type).type_size;
+  if (!mask) mask = g.mask;
   // Cache rows are cells (the mask says which belong to each token's
-  // sequence); view the first n_kv as [head_dim, n_head_kv, n_kv].
-  Tensor* kh = permute(
-      ctx, view(ctx, k_all, {hd, h.n_head_kv, n_kv, 1}, {k_head, k_all->nb[1], k_all->nb[1] * n_kv}, 0),
-      {0, 2, 1, 3});                                                // [hd, n_kv, n_head_kv]
-  Tensor* kq = mul_mat(ctx, kh, permute(ctx, q, {0, 2, 1, 3}));  // [n_kv, n, n_head]
+  // sequence); view the first n_kv as [head_dim, n_kv, n_head_kv].
+  Tensor* kh = cache_heads(ctx, k_all, hd, h.n_head_kv, n_kv);
+  Tensor* qh = permute(ctx, q, {0, 2, 1, 3});  // [hd, n, n_head]
+  if (g.flash_attn) {
+    Tensor* vh = cache_heads(ctx, v_all, hd, h.n_head_kv, n_kv);
+    Tensor* out = flash_attn_ext(ctx, qh, kh, vh, mask, kq_scale, 0.0f, softcap);  // [hd, n_head, n]
+    return reshape(ctx, out, {h.n_embd_q(), n, 1, 1});
+  }
+  Tensor* kq = mul_mat(ctx, kh, qh);  // [n_kv, n, n_head]
   if (softcap > 0.0f) {
     kq = scale(ctx, tanh(ctx, scale(ctx, kq, kq_scale / softcap)), softcap);  // soft_cap of the scaled logits
     kq_scale = 1.0f;
   }
-  kq = soft_max(ctx, kq, mask ? mask : g.mask, kq_scale);
+  kq = soft_max(ctx, kq, mask, kq_scale);
+  const size_t vs = traits(v_all->type).type_size;
   Tensor* vt = cont(
       ctx, permute(ctx, view(ctx, v_all, {hd, h.n_head_kv, n_kv, 1}, {hd * vs, v_all->nb[1], v_all->nb[1] * n_kv}, 0),
                    {1, 2, 0, 3}));  // [n_kv, hd, n_head_kv]

@@ -41,11 +41,18 @@ Tensor* rope_heads(LayerGraph& g, const Layer& L, Tensor* heads);
 // c * tanh(x / c): soft-capping of logits to (-c, c).
 Tensor* soft_cap(LayerGraph& g, Tensor* x, float c);
 
+// The first n_kv cells of a cache [n_embd_kv, n_ctx] (rows are cells) as
+// heads [head_dim, n_kv, n_head_kv]: a view, stepping by the bytes of one
+// head's row (whole blocks for a quantized cache).
+Tensor* cache_heads(Context& ctx, Tensor* cache, int64_t head_dim, int64_t n_head_kv, int64_t n_kv);
+
 // Causal grouped-query attention of one layer: k and v rows go into the
 // layer's cache at their cells, then softmax(K^T q * kq_scale + mask) V
 // over the cached tokens; returns the heads joined [n_head * head_dim, n]
 // (before the output projection). mask: g.mask when null. softcap > 0
-// soft-caps the scaled logits before the mask.
+// soft-caps the scaled logits before the mask. With g.flash_attn this is one
+// flash_attn_ext node reading both caches in place; without, mul_mat,
+// soft_max and mul_mat with V made contiguous and transposed per layer.
 Tensor* attention(LayerGraph& g, Tensor* q, Tensor* k, Tensor* v, float kq_scale, Tensor* mask = nullptr,
                   float softcap = 0.0f);
 

@@ -1,0 +1,487 @@
+// flash_attn_ext on the CPU: attention with an online softmax over tiles of
+// KV rows, so the logits of a query never exist as a whole (ops.h).
+//
+// Work unit: one KV head of one batch and a block of query rows. Its
+// "vectors" are every query head sharing that KV head (grouped-query
+// attention) times the block's rows, so each K and V row is read once per
+// unit however many query heads use it. Per tile of kTile KV rows:
+//   1. scores s = q . K_j for the rows some vector's mask leaves open; K
+//      f32/f16/bf16 takes the level's float dots (f16: 16 rows a call where
+//      the level has dot16_f16), block-quantized K takes the integer dots of
+//      mul_mat with q quantized once per unit to q8 blocks, any other type
+//      is dequantized a row at a time;
+//   2. per vector, s = softcap(scale s) + slope mask; the running max m, sum
+//      l and accumulator rescale when the max grows; p = exp(s - m);
+//   3. acc += p_j V_j, V_j converted to f32 once for all vectors.
+// The output is acc / l (zeros where every row was masked). For few units
+// (single-token decode), each unit's KV rows are split into chunks whose
+// (m, l, acc) go to scratch, and a second phase merges them.
+//
+// The ISA follows mul_mat's level (mul_mat_isa(): LOOM_CPU_ISA, tests): the
+// scalar tables are the reference the vector levels are tested against.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <span>
+
+#include "kernels.h"
+#include "loom/align.h"
+#include "loom/error.h"
+#include "quant_dot.h"
+#include "row_ops.h"
+#include "vec.h"
+
+namespace loom::cpu {
+namespace {
+
+constexpr int64_t kTile = 32;          // KV rows per tile
+constexpr int64_t kVectorsPerUnit = 16;  // query vectors a unit aims for (heads of a group x rows)
+constexpr int64_t kMinChunkRows = 256;   // fewest KV rows per chunk when a unit's rows are split
+constexpr size_t kAlign = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// How q meets a K row.
+enum class KDot {
+  Float,    // kern.dot[F32/F16/BF16] with q in f32
+  Q8,       // kern.dot[Q8_0/Q4_0] with q as a q8 row, m = -C * d * sum(q)
+  Quant,    // quant_dot(isa, type) with q as a q8 row (Q8_32 activations)
+  Dequant,  // the row to f32, then the f32 dot
+};
+
+struct Plan {
+  const MulMatKernels* kern = nullptr;
+  const RowOps* ops = nullptr;
+  int64_t D = 0, Dv = 0, n_q = 0, H = 0, Hkv = 0, B = 0, Bk = 0, n_kv = 0, G = 0;
+  int64_t qb = 1, n_qblocks = 0, units = 0, chunks = 1, nvec = 0;
+  KDot kdot = KDot::Float;
+  DotFn dot = nullptr;          // K row . q (q in the format kdot says)
+  Dot16F16Fn dot16 = nullptr;   // F16 K, 16 rows a call
+  int c_offset = 0;             // KDot::Q8: the kind's C
+  ToFloatFn k_to_f32 = nullptr; // KDot::Dequant
+  ToFloatFn v_to_f32 = nullptr; // V rows that are not f32
+  size_t q8_bytes = 0;          // one quantized q vector
+  // Per-thread scratch offsets (bytes) and size.
+  size_t qf_off = 0, qq_off = 0, s_off = 0, acc_off = 0, ml_off = 0, krow_off = 0, vrow_off = 0, live_off = 0;
+  size_t mrow_off = 0, slope_off = 0, merge_off = 0;
+  // Tile gemm (float K on a level with an f32 micro-kernel): K and V tiles
+  // packed into the kernel's panels of P columns, scores and p V as gemms.
+  bool gemm = false;
+  int P = 0;
+  size_t kf_off = 0, kpanel_off = 0, vpanel_off = 0, c_off = 0;
+  size_t thread_bytes = 0;
+  size_t partial_floats = 0;  // one (unit, chunk): nvec * (Dv + 2)
+  size_t partials_off = 0;    // after every thread's area
+  size_t total_bytes = 0;
+};
+
+WKind float_kind(DType t) { return t == DType::F16 ? WKind::F16 : t == DType::BF16 ? WKind::BF16 : WKind::F32; }
+
+Plan make_plan(const Tensor& dst, int n_threads) {
+  const Tensor& q = *dst.src[0];
+  const Tensor& k = *dst.src[1];
+  const Tensor& v = *dst.src[2];
+  Plan p;
+  p.kern = &mul_mat_kernels(mul_mat_isa());
+  p.ops = &row_ops();
+  p.D = q.ne[0];
+  p.Dv = v.ne[0];
+  p.n_q = q.ne[1];
+  p.H = q.ne[2];
+  p.B = q.ne[3];
+  p.n_kv = k.ne[1];
+  p.Hkv = k.ne[2];
+  p.Bk = k.ne[3];
+  p.G = p.H / p.Hkv;
+  p.qb = std::clamp<int64_t>(kVectorsPerUnit / p.G, 1, std::max<int64_t>(p.n_q, 1));
+  p.n_qblocks = (p.n_q + p.qb - 1) / p.qb;
+  p.units = p.B * p.Hkv * p.n_qblocks;
+  p.nvec = p.G * p.qb;
+  // Too few units to keep every thread busy: split the KV rows too.
+  if (p.units < 2 * n_threads && p.n_kv >= 2 * kMinChunkRows)
+    p.chunks = std::clamp<int64_t>((2 * n_threads + p.units - 1) / p.units, 1, p.n_kv / kMinChunkRows);
+
+  const DType kt = k.type;
+  if (kt == DType::F32 || kt == DType::F16 || kt == DType::BF16) {
+    p.kdot = KDot::Float;
+    p.dot = p.kern->dot[static_cast<int>(float_kind(kt))];
+    if (kt == DType::F16) p.dot16 = p.kern->dot16_f16;
+  } else if (kt == DType::Q8_0 || kt == DType::Q4_0) {
+    p.kdot = KDot::Q8;
+    p.dot = p.kern->dot[static_cast<int>(kt == DType::Q8_0 ? WKind::Q8_0 : WKind::Q4_0)];
+    p.c_offset = kt == DType::Q8_0 ? p.kern->q8_0_offset : p.kern->q4_0_offset;
+  } else if (traits(kt).block_size == kQBlock && act_format(kt) == ActFormat::Q8_32 &&
+             (p.dot = quant_dot(p.kern->isa, kt)) != nullptr) {
+    p.kdot = KDot::Quant;
+  } else {
+    p.kdot = KDot::Dequant;
+    p.dot = p.kern->dot[static_cast<int>(WKind::F32)];
+    p.k_to_f32 = dequant_row_fn(kt);
+  }
+  if (v.type == DType::F16) p.v_to_f32 = p.kern->f16_to_f32;
+  else if (v.type == DType::BF16) p.v_to_f32 = p.kern->bf16_to_f32;
+  else if (v.type != DType::F32) p.v_to_f32 = dequant_row_fn(v.type);
+
+  const auto floats = [](int64_t n) { return align_up(static_cast<size_t>(n) * sizeof(float), kAlign); };
+  p.q8_bytes = align_up(q8_row_bytes(p.D), kAlign);
+  size_t off = 0;
+  p.qf_off = off, off += static_cast<size_t>(p.nvec) * floats(p.D);
+  p.qq_off = off, off += p.kdot == KDot::Q8 || p.kdot == KDot::Quant ? p.nvec * p.q8_bytes : 0;
+  p.s_off = off, off += static_cast<size_t>(p.nvec) * floats(kTile);
+  p.acc_off = off, off += static_cast<size_t>(p.nvec) * floats(p.Dv);
+  p.ml_off = off, off += floats(2 * p.nvec);
+  p.krow_off = off, off += p.kdot == KDot::Dequant ? floats(p.D) : 0;
+  p.vrow_off = off, off += p.v_to_f32 ? floats(p.Dv) : 0;
+  p.live_off = off, off += align_up(kTile, kAlign);
+  p.mrow_off = off, off += align_up(p.nvec * sizeof(const char*), kAlign);
+  p.slope_off = off, off += floats(p.nvec);
+  p.merge_off = off, off += floats(p.Dv);
+  p.gemm = p.kdot == KDot::Float && p.kern->gemm_f32 && p.kern->panel > 0 && kTile % p.kern->panel == 0;
+  if (p.gemm) {
+    p.P = p.kern->panel;
+    const int64_t v_panels = (p.Dv + p.P - 1) / p.P;
+    p.kf_off = off, off += k.type == DType::F32 ? 0 : floats(kTile * p.D);
+    p.kpanel_off = off, off += floats(kTile * p.D);
+    p.vpanel_off = off, off += floats(v_panels * kTile * p.P);
+    p.c_off = off, off += floats(p.kern->rows_f32 * 2 * p.P);
+  }
+  p.thread_bytes = off;
+  p.partial_floats = static_cast<size_t>(p.nvec) * (p.Dv + 2);
+  p.partials_off = n_threads * p.thread_bytes;
+  // kAlign: room to align the start of the scratch (aligned_work).
+  p.total_bytes = kAlign + p.partials_off + (p.chunks > 1 ? p.units * p.chunks * p.partial_floats * sizeof(float) : 0);
+  return p;
+}
+
+float mask_value(const Tensor& mask, const char* row, int64_t j) {
+  return mask.type == DType::F32 ? reinterpret_cast<const float*>(row)[j]
+                                 : fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[j]);
+}
+
+// The vectors of one unit: query row i0 + vi / G, head hk * G + vi % G.
+struct Unit {
+  int64_t b, hk, i0, rows;
+  int64_t nvec(const Plan& p) const { return rows * p.G; }
+  int64_t row(const Plan& p, int64_t vi) const { return i0 + vi / p.G; }
+  int64_t head(const Plan& p, int64_t vi) const { return hk * p.G + vi % p.G; }
+};
+
+Unit unit_of(const Plan& p, int64_t u) {
+  const int64_t qblock = u % p.n_qblocks, hk = u / p.n_qblocks % p.Hkv, b = u / (p.n_qblocks * p.Hkv);
+  const int64_t i0 = qblock * p.qb;
+  return {b, hk, i0, std::min(p.qb, p.n_q - i0)};
+}
+
+// Columns [0, ncols) of a panel of P: out[i * P + l] = col(l)[i] for i < k
+// (zeros past ncols), the layout of the level's gemm_f32.
+void pack_panel(const Plan& p, const float* col0, size_t col_stride, int ncols, int64_t k, float* out) {
+  if (p.kern->pack_f32_panel) return p.kern->pack_f32_panel(col0, col_stride, ncols, k, out);
+  for (int64_t i = 0; i < k; ++i)
+    for (int l = 0; l < p.P; ++l) out[i * p.P + l] = l < ncols ? col0[l * col_stride + i] : 0.0f;
+}
+
+// s[vi][t] = q_vi . K_{j0+t} for t < nt: K's rows packed as panels of P
+// columns (k = D), the q vectors as the gemm's rows.
+void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, int64_t nt, int64_t nv,
+                 const float* qf, size_t qf_stride, float* s, size_t s_stride, uint8_t* scratch) {
+  const int64_t D = p.D, P = p.P;
+  const float* rows = nullptr;
+  size_t row_stride = 0;
+  if (k.type == DType::F32) {
+    rows = reinterpret_cast<const float*>(kbase + j0 * k.nb[1]);
+    row_stride = k.nb[1] / sizeof(float);
+  } else {
+    auto* kf = reinterpret_cast<float*>(scratch + p.kf_off);
+    const ToF32Fn conv = k.type == DType::F16 ? p.kern->f16_to_f32 : p.kern->bf16_to_f32;
+    for (int64_t t = 0; t < nt; ++t) conv(kbase + (j0 + t) * k.nb[1], kf + t * D, D);
+    rows = kf;
+    row_stride = static_cast<size_t>(D);
+  }
+  auto* panels = reinterpret_cast<float*>(scratch + p.kpanel_off);
+  const int64_t n_panels = (nt + P - 1) / P;
+  for (int64_t pi = 0; pi < n_panels; ++pi)
+    pack_panel(p, rows + pi * P * row_stride, row_stride, static_cast<int>(std::min(P, nt - pi * P)), D,
+               panels + pi * D * P);
+  auto* c = reinterpret_cast<float*>(scratch + p.c_off);
+  const int mr_max = p.kern->rows_f32;
+  for (int64_t r0 = 0; r0 < nv; r0 += mr_max) {
+    const int mr = static_cast<int>(std::min<int64_t>(mr_max, nv - r0));
+    for (int64_t pi = 0; pi < n_panels; pi += 2) {
+      const int nvp = static_cast<int>(std::min<int64_t>(2, n_panels - pi));
+      p.kern->gemm_f32(mr, qf + r0 * qf_stride, static_cast<int64_t>(qf_stride), panels + pi * D * P, D, nvp, c);
+      const int64_t ncols = std::min(nvp * P, nt - pi * P);
+      for (int r = 0; r < mr; ++r) std::memcpy(s + (r0 + r) * s_stride + pi * P, c + r * 2 * P, ncols * sizeof(float));
+    }
+  }
+}
+
+// acc[vi] += sum_t p[vi][t] V_{j0+t}: V's rows (closed ones as zeros, so that
+// whatever a masked cell holds never meets a 0 weight) packed as panels of
+// P of its Dv columns (k = nt), the probabilities as the gemm's rows.
+void gemm_accumulate(const Plan& p, const Tensor& v, const char* vbase, int64_t j0, int64_t nt, const uint8_t* live,
+                     int64_t nv, const float* s, size_t s_stride, float* acc, size_t acc_stride, float* vrow,
+                     uint8_t* scratch) {
+  const int64_t Dv = p.Dv, P = p.P, n_panels = (Dv + P - 1) / P;
+  auto* panels = reinterpret_cast<float*>(scratch + p.vpanel_off);
+  for (int64_t t = 0; t < nt; ++t) {
+    const float* row = nullptr;
+    if (live[t]) {
+      const char* vr = vbase + (j0 + t) * v.nb[1];
+      row = reinterpret_cast<const float*>(vr);
+      if (p.v_to_f32) {
+        p.v_to_f32(vr, vrow, Dv);
+        row = vrow;
+      }
+    }
+    for (int64_t pi = 0; pi < n_panels; ++pi) {
+      float* out = panels + pi * nt * P + t * P;
+      const int64_t n = std::min(P, Dv - pi * P);
+      if (row) std::memcpy(out, row + pi * P, n * sizeof(float));
+      else std::fill(out, out + n, 0.0f);
+      std::fill(out + n, out + P, 0.0f);
+    }
+  }
+  auto* c = reinterpret_cast<float*>(scratch + p.c_off);
+  const int mr_max = p.kern->rows_f32;
+  for (int64_t r0 = 0; r0 < nv; r0 += mr_max) {
+    const int mr = static_cast<int>(std::min<int64_t>(mr_max, nv - r0));
+    for (int64_t pi = 0; pi < n_panels; pi += 2) {
+      const int nvp = static_cast<int>(std::min<int64_t>(2, n_panels - pi));
+      p.kern->gemm_f32(mr, s + r0 * s_stride, static_cast<int64_t>(s_stride), panels + pi * nt * P, nt, nvp, c);
+      const int64_t ncols = std::min(nvp * P, Dv - pi * P);
+      for (int r = 0; r < mr; ++r) {
+        float* a = acc + (r0 + r) * acc_stride + pi * P;
+        p.ops->add(a, c + r * 2 * P, a, ncols);
+      }
+    }
+  }
+}
+
+// Rows [j_begin, j_end) of one unit into m, l and acc (per vector).
+void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, int64_t j_end, uint8_t* scratch,
+            float* m, float* l, float* acc) {
+  const Tensor& q = *dst.src[0];
+  const Tensor& k = *dst.src[1];
+  const Tensor& v = *dst.src[2];
+  const Tensor* mask = dst.src[3];
+  const FlashAttnParams fp = flash_attn_params(dst);
+  const MulMatKernels& kern = *p.kern;
+  const RowOps& ops = *p.ops;
+  const int64_t nv = un.nvec(p), D = p.D, Dv = p.Dv;
+  const size_t qf_stride = align_up(D * sizeof(float), kAlign) / sizeof(float);
+  const size_t acc_stride = align_up(Dv * sizeof(float), kAlign) / sizeof(float);
+  const size_t s_stride = align_up(kTile * sizeof(float), kAlign) / sizeof(float);
+  auto* qf = reinterpret_cast<float*>(scratch + p.qf_off);
+  uint8_t* qq = scratch + p.qq_off;
+  auto* s = reinterpret_cast<float*>(scratch + p.s_off);
+  auto* krow = reinterpret_cast<float*>(scratch + p.krow_off);
+  auto* vrow = reinterpret_cast<float*>(scratch + p.vrow_off);
+  auto* live = reinterpret_cast<uint8_t*>(scratch + p.live_off);
+  const int64_t bk = un.b / (p.B / p.Bk);
+
+  // The unit's q vectors in f32 (and as q8 rows for the integer dots), and
+  // each vector's mask row and ALiBi slope.
+  auto* mrows = reinterpret_cast<const char**>(scratch + p.mrow_off);
+  auto* slope = reinterpret_cast<float*>(scratch + p.slope_off);
+  for (int64_t vi = 0; vi < nv; ++vi) {
+    const int64_t r = un.row(p, vi), h = un.head(p, vi);
+    const char* src = row_ptr(q, r, h, un.b);
+    float* x = qf + vi * qf_stride;
+    for (int64_t i = 0; i < D; ++i) x[i] = *reinterpret_cast<const float*>(src + i * q.nb[0]);
+    if (p.kdot == KDot::Q8 || p.kdot == KDot::Quant) {
+      uint8_t* row = qq + vi * p.q8_bytes;
+      auto* qd = reinterpret_cast<float*>(row + D);
+      float* qs = qd + D / kQBlock;
+      kern.quantize_row(x, D, reinterpret_cast<int8_t*>(row), qd, qs);
+      if (p.kdot == KDot::Q8)
+        for (int64_t i = 0; i < D / kQBlock; ++i) qs[i] *= -static_cast<float>(p.c_offset);
+    }
+    mrows[vi] = mask ? row_ptr(*mask, r, h % mask->ne[2], un.b % mask->ne[3]) : nullptr;
+    slope[vi] = alibi_slope(fp.max_bias, h, p.H);
+    m[vi] = kNegInf;
+    l[vi] = 0.0f;
+    std::fill(acc + vi * acc_stride, acc + vi * acc_stride + Dv, 0.0f);
+  }
+  const bool capped = fp.softcap > 0.0f;
+  const float scale = capped ? fp.scale / fp.softcap : fp.scale;
+  const char* kbase = static_cast<const char*>(k.data) + un.hk * k.nb[2] + bk * k.nb[3];
+  const char* vbase = static_cast<const char*>(v.data) + un.hk * v.nb[2] + bk * v.nb[3];
+
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
+    const int64_t nt = std::min(kTile, j_end - j0);
+    // Rows some vector's mask leaves open.
+    int64_t n_live = 0;
+    for (int64_t t = 0; t < nt; ++t) {
+      bool open = !mask;
+      for (int64_t vi = 0; vi < nv && !open; ++vi) open = mask_value(*mask, mrows[vi], j0 + t) != kNegInf;
+      live[t] = open;
+      n_live += open;
+    }
+    if (n_live == 0) continue;
+
+    // 1. Scores.
+    if (p.gemm) {
+      gemm_scores(p, k, kbase, j0, nt, nv, qf, qf_stride, s, s_stride, scratch);
+    } else if (p.dot16 && n_live == nt) {
+      for (int64_t vi = 0; vi < nv; ++vi) {
+        float* sv = s + vi * s_stride;
+        int64_t t = 0;
+        for (; t + 16 <= nt; t += 16)
+          p.dot16(D, reinterpret_cast<const uint8_t*>(kbase + (j0 + t) * k.nb[1]), k.nb[1], qf + vi * qf_stride,
+                  sv + t);
+        for (; t < nt; ++t) p.dot(D, kbase + (j0 + t) * k.nb[1], qf + vi * qf_stride, sv + t);
+      }
+    } else {
+      for (int64_t t = 0; t < nt; ++t) {
+        if (!live[t]) continue;
+        const char* kr = kbase + (j0 + t) * k.nb[1];
+        if (p.kdot == KDot::Dequant) {
+          p.k_to_f32(kr, krow, D);
+          kr = reinterpret_cast<const char*>(krow);
+        }
+        for (int64_t vi = 0; vi < nv; ++vi) {
+          const void* qv = p.kdot == KDot::Q8 || p.kdot == KDot::Quant ? static_cast<const void*>(qq + vi * p.q8_bytes)
+                                                                        : qf + vi * qf_stride;
+          p.dot(D, kr, qv, s + vi * s_stride + t);
+        }
+      }
+    }
+
+    // 2. Online softmax per vector: s becomes p.
+    bool any_p = false;
+    for (int64_t vi = 0; vi < nv; ++vi) {
+      float* sv = s + vi * s_stride;
+      float tmax = kNegInf;
+      for (int64_t t = 0; t < nt; ++t) {
+        float x = kNegInf;
+        const float mv = mrows[vi] ? mask_value(*mask, mrows[vi], j0 + t) : 0.0f;
+        if (live[t] && mv != kNegInf) {
+          x = sv[t] * scale;
+          if (capped) x = fp.softcap * std::tanh(x);
+          x += slope[vi] * mv;
+        }
+        sv[t] = x;
+        tmax = std::max(tmax, x);
+      }
+      if (tmax == kNegInf) {  // nothing open for this vector in the tile
+        std::fill(sv, sv + nt, 0.0f);
+        continue;
+      }
+      if (tmax > m[vi]) {
+        const float c = std::exp(m[vi] - tmax);  // 0 for the first open tile
+        if (m[vi] != kNegInf) {
+          ops.scale(acc + vi * acc_stride, c, acc + vi * acc_stride, Dv);
+          l[vi] *= c;
+        }
+        m[vi] = tmax;
+      }
+      l[vi] += ops.exp_sum(sv, m[vi], sv, nt);
+      any_p = true;
+    }
+    if (!any_p) continue;
+
+    // 3. acc += p V.
+    if (p.gemm) {
+      gemm_accumulate(p, v, vbase, j0, nt, live, nv, s, s_stride, acc, acc_stride, vrow, scratch);
+      continue;
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      if (!live[t]) continue;
+      const char* vr = vbase + (j0 + t) * v.nb[1];
+      const float* vf = reinterpret_cast<const float*>(vr);
+      bool converted = false;
+      for (int64_t vi = 0; vi < nv; ++vi) {
+        const float pj = s[vi * s_stride + t];
+        if (pj == 0.0f) continue;
+        if (p.v_to_f32 && !converted) {
+          p.v_to_f32(vr, vrow, Dv);
+          vf = vrow;
+          converted = true;
+        }
+        ops.axpy(pj, vf, acc + vi * acc_stride, Dv);
+      }
+    }
+  }
+}
+
+void write_out(const Plan& p, Tensor& dst, const Unit& un, int64_t vi, const float* acc, float l) {
+  auto* out = reinterpret_cast<float*>(row_ptr(dst, un.head(p, vi), un.row(p, vi), un.b));
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int64_t i = 0; i < p.Dv; ++i) out[i] = acc[i] * inv;
+}
+
+uint8_t* aligned_work(const ComputeParams& cp) {
+  return reinterpret_cast<uint8_t*>(align_up(reinterpret_cast<uintptr_t>(cp.wdata), kAlign));
+}
+
+}  // namespace
+
+size_t flash_attn_work_size(const Tensor& dst, int n_threads) { return make_plan(dst, n_threads).total_bytes; }
+
+int64_t flash_attn_tasks(const Tensor& dst, int phase, int n_threads) {
+  const Plan p = make_plan(dst, n_threads);
+  if (phase == 0) return p.units * p.chunks;
+  return p.chunks > 1 ? p.units : 0;
+}
+
+void compute_flash_attn(const ComputeParams& cp, Tensor& dst, int phase) {
+  const Plan p = make_plan(dst, cp.n_threads);
+  uint8_t* work = aligned_work(cp);
+  if (p.total_bytes > cp.wsize || (work - cp.wdata) + p.total_bytes - kAlign > cp.wsize) {
+    cp.errors->report(fmt::format("flash_attn_ext '{}': scratch of {} bytes, {} needed", dst.name, cp.wsize,
+                                  p.total_bytes));
+    return;
+  }
+  auto* partials = reinterpret_cast<float*>(work + p.partials_off);
+  const size_t acc_stride = align_up(p.Dv * sizeof(float), kAlign) / sizeof(float);
+  if (phase == 0) {
+    for (int64_t t = cp.ith; t < p.units * p.chunks; t += cp.nth) {
+      const int64_t u = t / p.chunks, c = t % p.chunks;
+      const Unit un = unit_of(p, u);
+      uint8_t* scratch = work + cp.thread * p.thread_bytes;
+      auto* acc = reinterpret_cast<float*>(scratch + p.acc_off);
+      auto* ml = reinterpret_cast<float*>(scratch + p.ml_off);
+      float *m = ml, *l = ml + p.nvec;
+      const Range kv = split_range(p.n_kv, c, p.chunks);
+      attend(p, dst, un, kv.begin, kv.end, scratch, m, l, acc);
+      const int64_t nv = un.nvec(p);
+      if (p.chunks == 1) {
+        for (int64_t vi = 0; vi < nv; ++vi) write_out(p, dst, un, vi, acc + vi * acc_stride, l[vi]);
+        continue;
+      }
+      float* part = partials + static_cast<size_t>(t) * p.partial_floats;
+      for (int64_t vi = 0; vi < nv; ++vi) {
+        float* pv = part + vi * (p.Dv + 2);
+        pv[0] = m[vi];
+        pv[1] = l[vi];
+        std::memcpy(pv + 2, acc + vi * acc_stride, p.Dv * sizeof(float));
+      }
+    }
+    return;
+  }
+  // Phase 1: merge the chunks of each unit.
+  const std::span<float> acc(reinterpret_cast<float*>(work + cp.thread * p.thread_bytes + p.merge_off),
+                             static_cast<size_t>(p.Dv));
+  for (int64_t u = cp.ith; u < p.units; u += cp.nth) {
+    const Unit un = unit_of(p, u);
+    for (int64_t vi = 0; vi < un.nvec(p); ++vi) {
+      float mmax = kNegInf;
+      for (int64_t c = 0; c < p.chunks; ++c)
+        mmax = std::max(mmax, partials[(u * p.chunks + c) * p.partial_floats + vi * (p.Dv + 2)]);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      float l = 0.0f;
+      if (mmax != kNegInf) {
+        for (int64_t c = 0; c < p.chunks; ++c) {
+          const float* pv = partials + (u * p.chunks + c) * p.partial_floats + vi * (p.Dv + 2);
+          if (pv[0] == kNegInf) continue;
+          const float w = std::exp(pv[0] - mmax);
+          l += w * pv[1];
+          p.ops->axpy(w, pv + 2, acc.data(), p.Dv);
+        }
+      }
+      write_out(p, dst, un, vi, acc.data(), l);
+    }
+  }
+}
+
+}  // namespace loom::cpu
