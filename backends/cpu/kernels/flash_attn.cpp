@@ -3,20 +3,26 @@
 //
 // Work unit: one KV head of one batch and a block of query rows. Its
 // "vectors" are every query head sharing that KV head (grouped-query
-// attention) times the block's rows, so each K and V row is read once per
-// unit however many query heads use it. Per tile of kTile KV rows:
-//   1. scores s = q . K_j for the rows some vector's mask leaves open; K
-//      f32/f16/bf16 takes the level's float dots (f16: 16 rows a call where
-//      the level has dot16_f16), block-quantized K takes the integer dots of
-//      mul_mat with q quantized once per unit to q8 blocks, any other type
-//      is dequantized a row at a time;
+// attention) times the block's rows (up to kVectorsPerUnit), so each K and V
+// row is read once per unit however many query heads use it. Per tile of
+// kTile KV rows (tiles every vector's mask closes are skipped):
+//   1. scores s = q . K_j. On a level with an f32 gemm micro-kernel (AVX2,
+//      AVX-512), float K and, for units of kDequantMinVectors or more,
+//      block-quantized K are converted to f32 rows, packed into the kernel's
+//      panels and multiplied as one small gemm. Otherwise (the scalar level,
+//      single-token decode of quantized K) each row takes a dot: the float
+//      dots (f16: 16 rows a call where the level has dot16_f16), or
+//      mul_mat's integer dots with q quantized once per unit to q8 rows;
 //   2. per vector, s = softcap(scale s) + slope mask; the running max m, sum
 //      l and accumulator rescale when the max grows; p = exp(s - m);
-//   3. acc += p_j V_j, V_j converted to f32 once for all vectors.
+//   3. acc += p V over the tile: a gemm of p with V's packed rows, or one
+//      axpy per open row, V converted to f32 once for all vectors.
 // The output is acc / l (zeros where every row was masked). For few units
 // (single-token decode), each unit's KV rows are split into chunks whose
 // (m, l, acc) go to scratch, and a second phase merges them.
 //
+// QuantPath (vec.h) applies as in mul_mat: IntDot keeps quantized K on the
+// integer dots, Dequant sends it to the tile gemm.
 // The ISA follows mul_mat's level (mul_mat_isa(): LOOM_CPU_ISA, tests): the
 // scalar tables are the reference the vector levels are tested against.
 #include <algorithm>
@@ -36,7 +42,13 @@ namespace loom::cpu {
 namespace {
 
 constexpr int64_t kTile = 32;          // KV rows per tile
-constexpr int64_t kVectorsPerUnit = 16;  // query vectors a unit aims for (heads of a group x rows)
+// Query vectors a unit aims for (heads of a group x rows): more amortize the
+// conversion and packing of each K/V tile over more rows of the gemm.
+constexpr int64_t kVectorsPerUnit = 64;
+// Fewest vectors a unit needs before a block-quantized K is dequantized for
+// the tile gemm rather than met by q8 rows on the integer dots (decode of a
+// group of 8 or fewer heads stays on the dots: fewer bytes read).
+constexpr int64_t kDequantMinVectors = 16;
 constexpr int64_t kMinChunkRows = 256;   // fewest KV rows per chunk when a unit's rows are split
 constexpr size_t kAlign = 64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -64,6 +76,7 @@ struct Plan {
   // Per-thread scratch offsets (bytes) and size.
   size_t qf_off = 0, qq_off = 0, s_off = 0, acc_off = 0, ml_off = 0, krow_off = 0, vrow_off = 0, live_off = 0;
   size_t mrow_off = 0, slope_off = 0, merge_off = 0;
+  size_t mtile_off = 0, mtptr_off = 0;  // each vector's mask over the tile, in f32
   // Tile gemm (float K on a level with an f32 micro-kernel): K and V tiles
   // packed into the kernel's panels of P columns, scores and p V as gemms.
   bool gemm = false;
@@ -102,10 +115,18 @@ Plan make_plan(const Tensor& dst, int n_threads) {
     p.chunks = std::clamp<int64_t>((2 * n_threads + p.units - 1) / p.units, 1, p.n_kv / kMinChunkRows);
 
   const DType kt = k.type;
+  const bool level_gemm = p.kern->gemm_f32 && p.kern->panel > 0 && kTile % p.kern->panel == 0;
+  const QuantPath path = mul_mat_quant_path();
+  const bool dequant_k = traits(kt).is_quantized && level_gemm && path != QuantPath::IntDot &&
+                         (path == QuantPath::Dequant || p.nvec >= kDequantMinVectors);
   if (kt == DType::F32 || kt == DType::F16 || kt == DType::BF16) {
     p.kdot = KDot::Float;
     p.dot = p.kern->dot[static_cast<int>(float_kind(kt))];
     if (kt == DType::F16) p.dot16 = p.kern->dot16_f16;
+  } else if (dequant_k) {
+    p.kdot = KDot::Dequant;
+    p.dot = p.kern->dot[static_cast<int>(WKind::F32)];
+    p.k_to_f32 = dequant_row_fn(kt);
   } else if (kt == DType::Q8_0 || kt == DType::Q4_0) {
     p.kdot = KDot::Q8;
     p.dot = p.kern->dot[static_cast<int>(kt == DType::Q8_0 ? WKind::Q8_0 : WKind::Q4_0)];
@@ -133,10 +154,12 @@ Plan make_plan(const Tensor& dst, int n_threads) {
   p.krow_off = off, off += p.kdot == KDot::Dequant ? floats(p.D) : 0;
   p.vrow_off = off, off += p.v_to_f32 ? floats(p.Dv) : 0;
   p.live_off = off, off += align_up(kTile, kAlign);
+  p.mtile_off = off, off += dst.src[3] && dst.src[3]->type == DType::F16 ? static_cast<size_t>(p.nvec) * floats(kTile) : 0;
+  p.mtptr_off = off, off += align_up(p.nvec * sizeof(const float*), kAlign);
   p.mrow_off = off, off += align_up(p.nvec * sizeof(const char*), kAlign);
   p.slope_off = off, off += floats(p.nvec);
   p.merge_off = off, off += floats(p.Dv);
-  p.gemm = p.kdot == KDot::Float && p.kern->gemm_f32 && p.kern->panel > 0 && kTile % p.kern->panel == 0;
+  p.gemm = (p.kdot == KDot::Float || p.kdot == KDot::Dequant) && level_gemm;
   if (p.gemm) {
     p.P = p.kern->panel;
     const int64_t v_panels = (p.Dv + p.P - 1) / p.P;
@@ -151,11 +174,6 @@ Plan make_plan(const Tensor& dst, int n_threads) {
   // kAlign: room to align the start of the scratch (aligned_work).
   p.total_bytes = kAlign + p.partials_off + (p.chunks > 1 ? p.units * p.chunks * p.partial_floats * sizeof(float) : 0);
   return p;
-}
-
-float mask_value(const Tensor& mask, const char* row, int64_t j) {
-  return mask.type == DType::F32 ? reinterpret_cast<const float*>(row)[j]
-                                 : fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[j]);
 }
 
 // The vectors of one unit: query row i0 + vi / G, head hk * G + vi % G.
@@ -192,8 +210,12 @@ void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, 
     row_stride = k.nb[1] / sizeof(float);
   } else {
     auto* kf = reinterpret_cast<float*>(scratch + p.kf_off);
-    const ToF32Fn conv = k.type == DType::F16 ? p.kern->f16_to_f32 : p.kern->bf16_to_f32;
-    for (int64_t t = 0; t < nt; ++t) conv(kbase + (j0 + t) * k.nb[1], kf + t * D, D);
+    for (int64_t t = 0; t < nt; ++t) {
+      const char* row = kbase + (j0 + t) * k.nb[1];
+      if (p.k_to_f32) p.k_to_f32(row, kf + t * D, D);
+      else if (k.type == DType::F16) p.kern->f16_to_f32(row, kf + t * D, D);
+      else p.kern->bf16_to_f32(row, kf + t * D, D);
+    }
     rows = kf;
     row_stride = static_cast<size_t>(D);
   }
@@ -307,17 +329,37 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
   const char* kbase = static_cast<const char*>(k.data) + un.hk * k.nb[2] + bk * k.nb[3];
   const char* vbase = static_cast<const char*>(v.data) + un.hk * v.nb[2] + bk * v.nb[3];
 
+  auto* mtile = reinterpret_cast<float*>(scratch + p.mtile_off);
+  auto* mt = reinterpret_cast<const float**>(scratch + p.mtptr_off);
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
     const int64_t nt = std::min(kTile, j_end - j0);
-    // Rows some vector's mask leaves open.
-    int64_t n_live = 0;
-    for (int64_t t = 0; t < nt; ++t) {
-      bool open = !mask;
-      for (int64_t vi = 0; vi < nv && !open; ++vi) open = mask_value(*mask, mrows[vi], j0 + t) != kNegInf;
-      live[t] = open;
-      n_live += open;
+    // Each vector's mask over the tile in f32 (vectors of one query row
+    // share theirs unless the mask differs per head), and the rows some
+    // vector's mask leaves open.
+    int64_t n_live = nt;
+    if (mask) {
+      for (int64_t vi = 0; vi < nv; ++vi) {
+        if (vi > 0 && mrows[vi] == mrows[vi - 1]) {
+          mt[vi] = mt[vi - 1];
+        } else if (mask->type == DType::F32) {
+          mt[vi] = reinterpret_cast<const float*>(mrows[vi]) + j0;
+        } else {
+          float* out = mtile + vi * s_stride;
+          ops.f16_to_f32(reinterpret_cast<const uint16_t*>(mrows[vi]) + j0, out, nt);
+          mt[vi] = out;
+        }
+      }
+      std::fill(live, live + nt, uint8_t{0});
+      for (int64_t vi = 0; vi < nv; ++vi) {
+        if (vi > 0 && mt[vi] == mt[vi - 1]) continue;  // the same mask row
+        for (int64_t t = 0; t < nt; ++t) live[t] |= mt[vi][t] != kNegInf;
+      }
+      n_live = 0;
+      for (int64_t t = 0; t < nt; ++t) n_live += live[t];
+      if (n_live == 0) continue;
+    } else {
+      std::fill(live, live + nt, uint8_t{1});
     }
-    if (n_live == 0) continue;
 
     // 1. Scores.
     if (p.gemm) {
@@ -347,38 +389,15 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
       }
     }
 
-    // 2. Online softmax per vector: s becomes p.
-    bool any_p = false;
+    // 2. Online softmax per vector: s becomes p (rows the vector's mask
+    // closes give 0, whatever their score).
     for (int64_t vi = 0; vi < nv; ++vi) {
       float* sv = s + vi * s_stride;
-      float tmax = kNegInf;
-      for (int64_t t = 0; t < nt; ++t) {
-        float x = kNegInf;
-        const float mv = mrows[vi] ? mask_value(*mask, mrows[vi], j0 + t) : 0.0f;
-        if (live[t] && mv != kNegInf) {
-          x = sv[t] * scale;
-          if (capped) x = fp.softcap * std::tanh(x);
-          x += slope[vi] * mv;
-        }
-        sv[t] = x;
-        tmax = std::max(tmax, x);
-      }
-      if (tmax == kNegInf) {  // nothing open for this vector in the tile
-        std::fill(sv, sv + nt, 0.0f);
-        continue;
-      }
-      if (tmax > m[vi]) {
-        const float c = std::exp(m[vi] - tmax);  // 0 for the first open tile
-        if (m[vi] != kNegInf) {
-          ops.scale(acc + vi * acc_stride, c, acc + vi * acc_stride, Dv);
-          l[vi] *= c;
-        }
-        m[vi] = tmax;
-      }
-      l[vi] += ops.exp_sum(sv, m[vi], sv, nt);
-      any_p = true;
+      if (capped)
+        for (int64_t t = 0; t < nt; ++t) sv[t] = fp.softcap * std::tanh(sv[t] * scale);
+      const float c = ops.softmax_tile(sv, mask ? mt[vi] : nullptr, capped ? 1.0f : scale, slope[vi], nt, &m[vi], &l[vi]);
+      if (c != 1.0f) ops.scale(acc + vi * acc_stride, c, acc + vi * acc_stride, Dv);
     }
-    if (!any_p) continue;
 
     // 3. acc += p V.
     if (p.gemm) {

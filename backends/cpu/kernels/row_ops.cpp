@@ -62,10 +62,28 @@ float exp_sum(const float* x, float max, float* y, int64_t n) {
   return sum;
 }
 
+float softmax_tile(float* x, const float* mask, float scale, float slope, int64_t n, float* max, float* sum) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float tmax = kNegInf;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = !mask ? x[i] * scale : mask[i] == kNegInf ? kNegInf : x[i] * scale + slope * mask[i];
+    tmax = std::max(tmax, x[i]);
+  }
+  if (tmax == kNegInf) {
+    std::fill(x, x + n, 0.0f);
+    return 1.0f;
+  }
+  const float m = std::max(*max, tmax);
+  const float c = *max == kNegInf ? 0.0f : std::exp(*max - m);
+  *max = m;
+  *sum = *sum * c + exp_sum(x, m, x, n);
+  return c;
+}
+
 }  // namespace
 
 const RowOps& row_ops_portable() {
-  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum};
+  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum, softmax_tile};
   return ops;
 }
 

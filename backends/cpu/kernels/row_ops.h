@@ -24,6 +24,13 @@ struct RowOps {
   // y = exp(x - max), returns the sum of y (fused attention's online
   // softmax). -inf in x gives 0. y may alias x.
   float (*exp_sum)(const float* x, float max, float* y, int64_t n);
+  // One step of an online softmax over a tile of n logits x (in place):
+  // x = x * scale + slope * mask (-inf where the mask is -inf; mask may be
+  // null); then, unless every x is -inf (x becomes zeros, returns 1), the
+  // running max grows to cover the tile, x = exp(x - max), and
+  // sum = sum * c + sum(x). Returns c = exp(old max - new max), the factor
+  // the caller's accumulator must be scaled by (0 when max was -inf).
+  float (*softmax_tile)(float* x, const float* mask, float scale, float slope, int64_t n, float* max, float* sum);
 };
 
 const RowOps& row_ops();

@@ -175,10 +175,41 @@ float exp_sum(const float* x, float max, float* y, int64_t n) {
   return sum + hsum(vsum);
 }
 
+float softmax_tile(float* x, const float* mask, float scale, float slope, int64_t n, float* max, float* sum) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const __m256 vs = _mm256_set1_ps(scale), vslope = _mm256_set1_ps(slope), ninf = _mm256_set1_ps(kNegInf);
+  __m256 vmax = ninf;
+  float tmax = kNegInf;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+    if (mask) {
+      const __m256 m = _mm256_loadu_ps(mask + i);
+      v = _mm256_blendv_ps(_mm256_fmadd_ps(vslope, m, v), ninf, _mm256_cmp_ps(m, ninf, _CMP_EQ_OQ));
+    }
+    _mm256_storeu_ps(x + i, v);
+    vmax = _mm256_max_ps(vmax, v);
+  }
+  for (; i < n; ++i) {
+    x[i] = !mask ? x[i] * scale : mask[i] == kNegInf ? kNegInf : x[i] * scale + slope * mask[i];
+    tmax = std::max(tmax, x[i]);
+  }
+  tmax = std::max(tmax, hmax(vmax));
+  if (tmax == kNegInf) {
+    for (i = 0; i < n; ++i) x[i] = 0.0f;
+    return 1.0f;
+  }
+  const float m = std::max(*max, tmax);
+  const float c = *max == kNegInf ? 0.0f : std::exp(*max - m);
+  *max = m;
+  *sum = *sum * c + exp_sum(x, m, x, n);
+  return c;
+}
+
 }  // namespace
 
 const RowOps& row_ops_avx2() {
-  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum};
+  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum, softmax_tile};
   return ops;
 }
 

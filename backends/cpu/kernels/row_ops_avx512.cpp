@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -150,10 +151,36 @@ float exp_sum(const float* x, float max, float* y, int64_t n) {
   return _mm512_reduce_add_ps(sum);
 }
 
+float softmax_tile(float* x, const float* mask, float scale, float slope, int64_t n, float* max, float* sum) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const __m512 vs = _mm512_set1_ps(scale), vslope = _mm512_set1_ps(slope), ninf = _mm512_set1_ps(kNegInf);
+  __m512 vmax = ninf;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = tail_mask(n - i);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs);
+    if (mask) {
+      const __m512 m = _mm512_maskz_loadu_ps(k, mask + i);
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m, ninf, _CMP_EQ_OQ), _mm512_fmadd_ps(vslope, m, v), ninf);
+    }
+    _mm512_mask_storeu_ps(x + i, k, v);
+    vmax = _mm512_mask_max_ps(vmax, k, vmax, v);
+  }
+  const float tmax = _mm512_reduce_max_ps(vmax);
+  if (tmax == kNegInf) {
+    for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(x + i, tail_mask(n - i), _mm512_setzero_ps());
+    return 1.0f;
+  }
+  const float m = std::max(*max, tmax);
+  const float c = *max == kNegInf ? 0.0f : std::exp(*max - m);
+  *max = m;
+  *sum = *sum * c + exp_sum(x, m, x, n);
+  return c;
+}
+
 }  // namespace
 
 const RowOps& row_ops_avx512() {
-  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum};
+  static const RowOps ops{soft_max, silu, sum_sq, scale, add, mul, f32_to_f16, f16_to_f32, axpy, exp_sum, softmax_tile};
   return ops;
 }
 
