@@ -44,11 +44,11 @@ enum class Op : uint8_t {
   Clamp,
   Argsort,
   MulMatId,
-  FlashAttnExt,
   View,
   Reshape,
   Permute,
   Transpose,
+  FlashAttnExt,  // after the views: op ids are stable (RPC graphs, fuzz corpora); new ops go last
   Count,
 };
 
@@ -110,11 +110,11 @@ inline constexpr std::array<OpInfo, kOpCount> kOpTable = [] {
       {Op::Clamp, "clamp", 1, 1, false, kSrc0, K::Clamp},
       {Op::Argsort, "argsort", 1, 1, false, 0, K::Argsort},
       {Op::MulMatId, "mul_mat_id", 3, 3, false, 0, K::None},  // expert weights, b, expert ids
-      {Op::FlashAttnExt, "flash_attn_ext", 3, 4, false, 0, K::FlashAttn},  // q, k, v, optional mask
       {Op::View, "view", 1, 1, true, 0, K::None},
       {Op::Reshape, "reshape", 1, 1, true, 0, K::None},
       {Op::Permute, "permute", 1, 1, true, 0, K::Permute},
       {Op::Transpose, "transpose", 1, 1, true, 0, K::Permute},
+      {Op::FlashAttnExt, "flash_attn_ext", 3, 4, false, 0, K::FlashAttn},  // q, k, v, optional mask
   }};
 }();
 

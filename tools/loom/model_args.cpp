@@ -36,10 +36,6 @@ FlashAttn parse_flash_attn(const std::string& flag, const std::string& value) {
   return *fa;
 }
 
-namespace {
-
-}  // namespace
-
 std::vector<OptionSpec> model_option_specs() {
   std::vector<OptionSpec> specs = {
       {{"-m", "--model"}, "FILE", "GGUF model (default: a built-in random tiny model, generated on first use)"},

@@ -10,9 +10,9 @@
 //      AVX-512), float K and, for units of kDequantMinVectors or more,
 //      block-quantized K are converted to f32 rows, packed into the kernel's
 //      panels and multiplied as one small gemm. Otherwise (the scalar level,
-//      single-token decode of quantized K) each row takes a dot: the float
-//      dots (f16: 16 rows a call where the level has dot16_f16), or
-//      mul_mat's integer dots with q quantized once per unit to q8 rows;
+//      single-token decode of quantized K) each open row takes a dot: the
+//      float dots, or mul_mat's integer dots with q quantized once per unit
+//      to q8 rows;
 //   2. per vector, s = softcap(scale s) + slope mask; the running max m, sum
 //      l and accumulator rescale when the max grows; p = exp(s - m);
 //   3. acc += p V over the tile: a gemm of p with V's packed rows, or one
@@ -68,7 +68,6 @@ struct Plan {
   int64_t qb = 1, n_qblocks = 0, units = 0, chunks = 1, nvec = 0;
   KDot kdot = KDot::Float;
   DotFn dot = nullptr;          // K row . q (q in the format kdot says)
-  Dot16F16Fn dot16 = nullptr;   // F16 K, 16 rows a call
   int c_offset = 0;             // KDot::Q8: the kind's C
   ToFloatFn k_to_f32 = nullptr; // KDot::Dequant
   ToFloatFn v_to_f32 = nullptr; // V rows that are not f32
@@ -122,7 +121,6 @@ Plan make_plan(const Tensor& dst, int n_threads) {
   if (kt == DType::F32 || kt == DType::F16 || kt == DType::BF16) {
     p.kdot = KDot::Float;
     p.dot = p.kern->dot[static_cast<int>(float_kind(kt))];
-    if (kt == DType::F16) p.dot16 = p.kern->dot16_f16;
   } else if (dequant_k) {
     p.kdot = KDot::Dequant;
     p.dot = p.kern->dot[static_cast<int>(WKind::F32)];
@@ -364,15 +362,6 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
     // 1. Scores.
     if (p.gemm) {
       gemm_scores(p, k, kbase, j0, nt, nv, qf, qf_stride, s, s_stride, scratch);
-    } else if (p.dot16 && n_live == nt) {
-      for (int64_t vi = 0; vi < nv; ++vi) {
-        float* sv = s + vi * s_stride;
-        int64_t t = 0;
-        for (; t + 16 <= nt; t += 16)
-          p.dot16(D, reinterpret_cast<const uint8_t*>(kbase + (j0 + t) * k.nb[1]), k.nb[1], qf + vi * qf_stride,
-                  sv + t);
-        for (; t < nt; ++t) p.dot(D, kbase + (j0 + t) * k.nb[1], qf + vi * qf_stride, sv + t);
-      }
     } else {
       for (int64_t t = 0; t < nt; ++t) {
         if (!live[t]) continue;
