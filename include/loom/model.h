@@ -221,6 +221,8 @@ struct SessionOptions {
   // the same shape (tokens, cache cells attended, outputs): a generated token
   // then only sets inputs. Off: build and plan every graph anew.
   bool reuse_graph = true;
+  // Records where each graph's time goes (profiler.h); null: off. Not owned.
+  Profiler* profiler = nullptr;
 };
 
 // Where a session's host time goes, summed over its decodes.
