@@ -31,7 +31,7 @@ namespace loom {
 struct NodeProfile {
   uint32_t graph = 0, split = 0;  // indices into graphs() and splits()
   Op op = Op::None;
-  std::string name;     // the tensor's
+  std::string name;     // node_label: the tensor's name, or what it computes from
   std::string shape;    // "[4096, 32, 1, 1] f32"
   std::string backend;
   bool timed = false;   // the backend timed it (else the times are 0)
@@ -76,6 +76,10 @@ struct GraphProfile {
 // gathers) and its floating-point operations (mul_mat and mul_mat_id: 2*M*N*K;
 // element-wise arithmetic: one per element; other ops: 0).
 size_t node_bytes_read(const Tensor& node);
+// The tensor's name; for an unnamed one its op and its weight operand (else
+// its first operand), two levels deep: "mul_mat(blk.0.attn_q.weight)",
+// "rope(mul_mat(blk.0.attn_k.weight))".
+std::string node_label(const Tensor& node, int depth = 2);
 double node_flops(const Tensor& node);
 
 class Profiler {

@@ -1,5 +1,6 @@
 // The profiler's outputs: a table sorted by time and a Chrome trace.
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,27 @@ std::vector<std::pair<Key, Sum>> by_time(const std::map<Key, Sum>& sums) {
   return rows;
 }
 
+// The name with layer numbers as '*' ("blk.3.attn_q" -> "blk.*.attn_q",
+// "cache_k_l3" -> "cache_k_l*"), so that a layer's nodes add up over layers.
+std::string without_layer(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    const bool blk = name.compare(i, 4, "blk.") == 0;
+    const bool l = name.compare(i, 2, "_l") == 0;
+    const size_t prefix = blk ? 4 : l ? 2 : 0;
+    size_t j = i + prefix;
+    while (prefix && j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    if (prefix && j > i + prefix && (blk || j == name.size() || !std::isalnum(static_cast<unsigned char>(name[j])))) {
+      out += std::string_view(name).substr(i, prefix);
+      out += '*';
+      i = j;
+    } else {
+      out.push_back(name[i++]);
+    }
+  }
+  return out;
+}
+
 std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 }  // namespace
@@ -73,7 +95,7 @@ std::string Profiler::table(size_t top) const {
   for (const NodeProfile& n : nodes_) {
     if (!n.timed) ++untimed;
     ops[{std::string(op_name(n.op)), n.backend}].add(n);
-    named[{n.name, std::string(op_name(n.op)), n.backend, n.shape}].add(n);
+    named[{without_layer(n.name), std::string(op_name(n.op)), n.backend, n.shape}].add(n);
   }
   fmt::format_to(o, "\nby op type\n  {:<14} {:<10} {:>8} {:>11} {:>6} {:>10} {:>8} {:>9}\n", "op", "backend", "nodes",
                  "time ms", "%", "avg us", "GB/s", "GFLOP/s");
@@ -83,14 +105,14 @@ std::string Profiler::table(size_t top) const {
                    static_cast<double>(s.time_ns) * 1e-3 / static_cast<double>(s.count), rate(static_cast<double>(s.bytes), s.time_ns, 1e9),
                    rate(s.flops, s.time_ns, 1e9));
   const auto rows = by_time(named);
-  fmt::format_to(o, "\ntop {} nodes (by tensor name and shape, over all graphs)\n  {:<22} {:<10} {:<8} {:<26} {:>6} {:>10} {:>6} {:>9} {:>8} {:>9}\n",
-                 std::min(top, rows.size()), "tensor", "op", "backend", "shape", "count", "time ms", "%", "avg us",
+  fmt::format_to(o, "\ntop {} nodes (by name and shape, over all graphs and layers)\n  {:<40} {:<10} {:<8} {:<22} {:>6} {:>10} {:>6} {:>9} {:>8} {:>9}\n",
+                 std::min(top, rows.size()), "node", "op", "backend", "shape", "count", "time ms", "%", "avg us",
                  "GB/s", "GFLOP/s");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
     const auto& [key, s] = rows[i];
     const auto& [name, op, backend, shape] = key;
-    fmt::format_to(o, "  {:<22} {:<10} {:<8} {:<26} {:>6} {:>10.3f} {:>6.1f} {:>9.2f} {:>8} {:>9}\n", fit(name, 22),
-                   fit(op, 10), fit(backend, 8), fit(shape, 26), s.count, ms(s.time_ns), pct(s.time_ns),
+    fmt::format_to(o, "  {:<40} {:<10} {:<8} {:<22} {:>6} {:>10.3f} {:>6.1f} {:>9.2f} {:>8} {:>9}\n", fit(name, 40),
+                   fit(op, 10), fit(backend, 8), fit(shape, 22), s.count, ms(s.time_ns), pct(s.time_ns),
                    static_cast<double>(s.time_ns) * 1e-3 / static_cast<double>(s.count),
                    rate(static_cast<double>(s.bytes), s.time_ns, 1e9), rate(s.flops, s.time_ns, 1e9));
   }

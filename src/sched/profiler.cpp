@@ -6,6 +6,8 @@
 #include <chrono>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "loom/tensor.h"
 
 namespace loom {
@@ -47,6 +49,21 @@ double node_flops(const Tensor& node) {
     default:
       return 0.0;
   }
+}
+
+std::string node_label(const Tensor& node, int depth) {
+  if (!node.name.empty()) return node.name;
+  std::string label(op_name(node.op));
+  if (depth <= 0) return label;
+  // A weight says most about what a node is; else follow the first operand.
+  const Tensor* operand = node.src[0];
+  for (const Tensor* s : node.src)
+    if (s && (s->flags & kFlagWeight) && !s->name.empty()) {
+      operand = s;
+      break;
+    }
+  if (operand) label = fmt::format("{}({})", label, node_label(*operand, depth - 1));
+  return label;
 }
 
 void Profiler::clear() {
@@ -102,7 +119,7 @@ void Profiler::end_split(std::span<Tensor* const> nodes, std::span<const NodeTim
     n.graph = s.graph;
     n.split = split;
     n.op = t->op;
-    n.name = t->name;
+    n.name = node_label(*t);
     n.shape = t->shape_string();
     n.backend = s.backend;
     n.bytes_read = node_bytes_read(*t);
