@@ -75,10 +75,12 @@ std::string Profiler::table(size_t top) const {
   auto o = std::back_inserter(out);
   int64_t graph_ns = 0, compute_ns = 0, copy_ns = 0;
   size_t copy_bytes = 0;
-  for (const GraphProfile& g : graphs_) graph_ns += g.end_ns - g.start_ns;
+  // A graph or split whose compute threw has no end: it counts as zero.
+  const auto span = [](int64_t from, int64_t to) { return std::max<int64_t>(to - from, 0); };
+  for (const GraphProfile& g : graphs_) graph_ns += span(g.start_ns, g.end_ns);
   for (const SplitProfile& s : splits_) {
-    compute_ns += s.end_ns - s.compute_ns;
-    copy_ns += s.compute_ns - s.start_ns;
+    compute_ns += span(s.compute_ns, s.end_ns);
+    copy_ns += span(s.start_ns, s.compute_ns);
     copy_bytes += s.copy_bytes;
   }
   fmt::format_to(o, "profile: {} graphs, {} nodes, {} splits: {:.3f} ms in graphs, {:.3f} ms computing, "
@@ -128,8 +130,8 @@ std::string Profiler::table(size_t top) const {
     b.nodes += s.n_nodes;
     b.copies += s.n_copies;
     b.bytes += s.copy_bytes;
-    b.compute_ns += s.end_ns - s.compute_ns;
-    b.copy_ns += s.compute_ns - s.start_ns;
+    b.compute_ns += span(s.compute_ns, s.end_ns);
+    b.copy_ns += span(s.start_ns, s.compute_ns);
     b.timed = b.timed && s.nodes_timed;
   }
   fmt::format_to(o, "\nsplits by backend (copies: the split's inputs copied in before it runs)\n  {:<10} {:>7} {:>8} {:>12} {:>7} {:>10} {:>10} {:>8}  {}\n",

@@ -68,6 +68,16 @@ SchedulerOptions profiling(Profiler& prof) {
   return o;
 }
 
+// The graph's output computed by `backends` without a profiler.
+std::vector<float> unprofiled_output(const std::vector<BufferType*>& homes, const std::vector<Backend*>& backends) {
+  Layers g(homes);
+  Scheduler sched(backends);
+  sched.allocate(g.graph);
+  g.set_input();
+  sched.compute(g.graph);
+  return tensor_to_floats(*g.out);
+}
+
 // Computes once under the profiler; returns the wall time in ns.
 int64_t profiled_compute(Scheduler& sched, Layers& g) {
   sched.allocate(g.graph);
@@ -114,6 +124,7 @@ TEST(Profiler, CpuGraphGivesOneTimedRecordPerNode) {
   Scheduler sched({backend.get()}, profiling(prof));
   const int64_t wall = profiled_compute(sched, g);
   expect_nodes_match_graph(prof, g, wall);
+  EXPECT_EQ(tensor_to_floats(*g.out), unprofiled_output({cpu, cpu, cpu}, {backend.get()}));  // the same kernels ran
   ASSERT_EQ(prof.splits().size(), 1u);
   EXPECT_EQ(prof.splits()[0].backend, "CPU");
   EXPECT_TRUE(prof.splits()[0].nodes_timed);
@@ -137,6 +148,8 @@ TEST(Profiler, SplitCopiesBetweenCpuAndOpenClCountTheTensorsBytes) {
   Scheduler sched({cl_backend.get(), cpu_backend.get()}, profiling(prof));
   const int64_t wall = profiled_compute(sched, g);
   expect_nodes_match_graph(prof, g, wall);
+  EXPECT_EQ(tensor_to_floats(*g.out), unprofiled_output({&cl->default_buffer_type(), cpu, &cl->default_buffer_type()},
+                                                        {cl_backend.get(), cpu_backend.get()}));
   const SchedReport& r = sched.report();
   ASSERT_EQ(prof.splits().size(), r.n_splits());
   ASSERT_EQ(r.n_splits(), 3u);
