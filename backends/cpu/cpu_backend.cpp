@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -14,6 +15,11 @@
 
 namespace loom::cpu {
 namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 class CpuFamily final : public BackendFamily {
  public:
@@ -92,6 +98,29 @@ void CpuBackend::set_n_threads(int n) {
 }
 
 void CpuBackend::compute(Graph& graph) {
+  const uint64_t first_serial = prepare(graph);
+  ErrorSink errors;
+  pool_->run([&](int thread) { run_groups<false>(thread, first_serial, errors); });
+  if (errors.failed()) throw Error(errors.message());
+}
+
+bool CpuBackend::compute_timed(Graph& graph, std::vector<NodeTime>& times) {
+  const uint64_t first_serial = prepare(graph);
+  thread_times_.resize(pool_->size());
+  for (auto& t : thread_times_) {
+    t.clear();
+    t.reserve(steps_.size());
+  }
+  ErrorSink errors;
+  pool_->run([&](int thread) { run_groups<true>(thread, first_serial, errors); });
+  if (errors.failed()) throw Error(errors.message());
+  for (const auto& t : thread_times_) times.insert(times.end(), t.begin(), t.end());
+  return true;
+}
+
+// Checks the nodes, cuts them into steps and groups, sizes the scratch;
+// returns the serial of the first step.
+uint64_t CpuBackend::prepare(Graph& graph) {
   const int nth = pool_->size();
   size_t need = 0;
   steps_.clear();
@@ -131,9 +160,7 @@ void CpuBackend::compute(Graph& graph) {
   if (thread_tags_.size() != static_cast<size_t>(nth)) thread_tags_.assign(nth, ThreadTag{});
   const uint64_t first_serial = serial_ + 1;
   serial_ += steps_.size();
-  ErrorSink errors;
-  pool_->run([&](int thread) { run_groups(thread, first_serial, errors); });
-  if (errors.failed()) throw Error(errors.message());
+  return first_serial;
 }
 
 // The bytes a step reads and writes: its node, its operands, and the shared
@@ -200,8 +227,14 @@ void CpuBackend::wait_done(size_t group) const {
 // that other threads still hold. A thread that is descheduled (more threads
 // than free cores) holds up the others only while it holds a task: the
 // running threads take the rest of its share.
+// kTimed: each thread also notes when it ran each step (one interval per
+// step, stretched over the tasks it claims in a row); a separate
+// instantiation, so that an untimed compute reads no clock.
+template <bool kTimed>
 void CpuBackend::run_groups(int thread, uint64_t first_serial, ErrorSink& errors) {
   const int nth = pool_->size();
+  [[maybe_unused]] std::vector<NodeTime>* times = kTimed ? &thread_times_[thread] : nullptr;
+  [[maybe_unused]] uint32_t last_timed_step = std::numeric_limits<uint32_t>::max();
   ComputeParams p{0, 1, thread, nth, work_.data(), work_.size(), &errors};
   p.thread_tag = &thread_tags_[thread].value;
   size_t waited = 0;  // groups before this index are known finished
@@ -217,7 +250,19 @@ void CpuBackend::run_groups(int thread, uint64_t first_serial, ErrorSink& errors
         p.nth = step.n_tasks;
         p.ith = step.n_tasks == 1 ? 0 : t;
         p.serial = first_serial + s;
-        compute_node(p, *step.node, step.phase);
+        if constexpr (kTimed) {
+          const int64_t start = steady_ns();
+          compute_node(p, *step.node, step.phase);
+          const int64_t end = steady_ns();
+          if (last_timed_step == s) {
+            times->back().end_ns = end;
+          } else {
+            times->push_back({step.node, thread, start, end});
+            last_timed_step = s;
+          }
+        } else {
+          compute_node(p, *step.node, step.phase);
+        }
       }
       if (c.done.fetch_add(1, std::memory_order_acq_rel) + 1 == group.n_tasks) c.done.notify_all();
     }

@@ -47,6 +47,9 @@ class CpuBackend final : public Backend {
   CpuBackend(CpuDevice& device, int n_threads, int poll = kDefaultPoll);
   Device& device() const override { return device_; }
   void compute(Graph& graph) override;
+  // Times every node on every thread that ran a task of it (one interval
+  // per thread and node; lane = thread).
+  bool compute_timed(Graph& graph, std::vector<NodeTime>& times) override;
   void set_n_threads(int n) override;
   int n_threads() const { return pool_->size(); }
   int poll() const { return pool_->poll(); }
@@ -81,8 +84,10 @@ class CpuBackend final : public Backend {
     const uint8_t *begin, *end;
     bool write;
   };
+  uint64_t prepare(Graph& graph);
   void plan_groups();
   void add_accesses(const Step& step, std::vector<Access>& out) const;
+  template <bool kTimed>
   void run_groups(int thread, uint64_t first_serial, ErrorSink& errors);
   void wait_done(size_t group) const;
 
@@ -100,6 +105,7 @@ class CpuBackend final : public Backend {
     uint64_t value = 0;
   };
   std::vector<ThreadTag> thread_tags_;
+  std::vector<std::vector<NodeTime>> thread_times_;  // compute_timed's, per thread
 };
 
 // Physical cores this process may run on (one thread per core).

@@ -1,5 +1,8 @@
 #include "opencl_backend.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "loom/error.h"
 
 namespace loom::opencl {
@@ -80,7 +83,84 @@ int OpenClBackend::add_error_label(std::string message) {
 }
 
 void OpenClBackend::compute(Graph& graph) {
+  check_nodes(graph);
   for (Tensor* node : graph.nodes()) {
+    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
+    enqueue_node(*node);
+  }
+  check(clFlush(queue()), fmt::format("submitting a graph to {}", device_.name()));
+}
+
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+cl_ulong event_end(cl_event e) {
+  cl_ulong t = 0;
+  const cl_int status = clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t, &t, nullptr);
+  return status == CL_SUCCESS ? t : 0;
+}
+
+}  // namespace
+
+// The nodes are queued behind a gate (a user event) with a marker after
+// each, then the gate opens and the device runs them back to back: node i
+// ran from marker i-1's end to marker i's (its kernels and the device's
+// gaps between them). Device times become host times through the gate:
+// marker 0 ends when the host opens it.
+bool OpenClBackend::compute_timed(Graph& graph, std::vector<NodeTime>& times) {
+  check_nodes(graph);
+  synchronize();  // copies queued on the main queue come first
+  cl_command_queue q = device_.profiling_queue();
+  cl_int status = CL_SUCCESS;
+  EventHandle gate(clCreateUserEvent(device_.context(), &status));
+  check(status, "creating a user event for profiling");
+  struct Restore {
+    cl_command_queue& q;
+    cl_event gate;
+    ~Restore() {
+      q = nullptr;
+      clSetUserEventStatus(gate, CL_COMPLETE);  // no-op once open; unblocks the queue after an error
+    }
+  } restore{active_queue_, gate.get()};
+  active_queue_ = q;
+  std::vector<EventHandle> marks;
+  std::vector<const Tensor*> timed;
+  const auto mark = [&](cl_uint n_wait, const cl_event* wait) {
+    cl_event e = nullptr;
+    check(clEnqueueMarkerWithWaitList(q, n_wait, wait, &e), "profiling: marking a node's end");
+    marks.emplace_back(e);
+  };
+  cl_event g = gate.get();
+  mark(1, &g);
+  for (Tensor* node : graph.nodes()) {
+    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
+    enqueue_node(*node);
+    mark(0, nullptr);
+    timed.push_back(node);
+  }
+  check(clFlush(q), fmt::format("submitting a graph to {}", device_.name()));
+  const int64_t opened = steady_ns();
+  check(clSetUserEventStatus(gate.get(), CL_COMPLETE), "opening the profiling gate");
+  check(clFinish(q), fmt::format("waiting for {}", device_.name()));
+  active_queue_ = nullptr;
+  check_errors();
+  const cl_ulong zero = event_end(marks[0].get());
+  if (zero == 0) return false;  // no profiling information from this driver
+  cl_ulong prev = zero;
+  for (size_t i = 0; i < timed.size(); ++i) {
+    const cl_ulong end = std::max(prev, event_end(marks[i + 1].get()));
+    times.push_back({timed[i], 0, opened + static_cast<int64_t>(prev - zero), opened + static_cast<int64_t>(end - zero)});
+    prev = end;
+  }
+  return true;
+}
+
+void OpenClBackend::check_nodes(const Graph& graph) const {
+  for (const Tensor* node : graph.nodes()) {
     if (!device_.supports_op(*node))
       fail("{}: cannot compute op {} (tensor {}): unsupported types or layout", device_.name(), op_name(node->op),
            tensor_label(*node, TensorLabel::QuotedWithShape));
@@ -101,11 +181,6 @@ void OpenClBackend::compute(Graph& graph) {
       if (s && !s->data && s->nbytes() > 0)
         fail("{}: operand {} of {} has no memory", device_.name(), tensor_label(*s), tensor_label(*node));
   }
-  for (Tensor* node : graph.nodes()) {
-    if (!op_has_kernel(node->op) || node->nelements() == 0) continue;
-    enqueue_node(*node);
-  }
-  check(clFlush(queue()), fmt::format("submitting a graph to {}", device_.name()));
 }
 
 void OpenClBackend::set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) {

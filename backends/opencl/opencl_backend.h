@@ -18,6 +18,9 @@ class OpenClBackend final : public Backend {
   explicit OpenClBackend(OpenClDevice& device);
   Device& device() const override { return device_; }
   void compute(Graph& graph) override;
+  // Runs the graph on the device's profiling queue with a marker between
+  // nodes and times each node from the device's clock (lane 0).
+  bool compute_timed(Graph& graph, std::vector<NodeTime>& times) override;
   void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override;
   void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override;
   bool copy_tensor_async(const Tensor& src, Tensor& dst) override;
@@ -25,7 +28,8 @@ class OpenClBackend final : public Backend {
   std::unique_ptr<Event> create_event() override;
 
   OpenClDevice& cl_device() const { return device_; }
-  cl_command_queue queue() const { return device_.queue(); }
+  // The device's queue (its profiling queue while compute_timed runs).
+  cl_command_queue queue() const { return active_queue_ ? active_queue_ : device_.queue(); }
 
   // Used by the op launchers (opencl_ops.cpp).
   cl_kernel kernel(const char* name);
@@ -34,6 +38,7 @@ class OpenClBackend final : public Backend {
   int add_error_label(std::string message);
 
  private:
+  void check_nodes(const Graph& graph) const;
   void enqueue_node(Tensor& node);  // opencl_ops.cpp
   void check_errors();
 
@@ -41,6 +46,7 @@ class OpenClBackend final : public Backend {
   std::unordered_map<std::string, KernelHandle> kernels_;
   MemHandle errors_;  // int[4]: flag, label, value, unused
   std::vector<std::string> error_labels_;
+  cl_command_queue active_queue_ = nullptr;  // set by compute_timed only
 };
 
 }  // namespace loom::opencl

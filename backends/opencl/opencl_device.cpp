@@ -89,6 +89,15 @@ OpenClDevice::OpenClDevice(int index, std::shared_ptr<Platform> platform, cl_dev
   check(status, fmt::format("creating the command queue of {}", name_));
 }
 
+cl_command_queue OpenClDevice::profiling_queue() {
+  if (!profiling_queue_) {
+    cl_int status = CL_SUCCESS;
+    profiling_queue_ = QueueHandle(clCreateCommandQueue(context(), id_, CL_QUEUE_PROFILING_ENABLE, &status));
+    check(status, fmt::format("creating the profiling queue of {}", name_));
+  }
+  return profiling_queue_.get();
+}
+
 MemoryInfo OpenClDevice::memory_impl() const {
   const size_t used = allocated_.load();
   return {used < total_memory_ ? total_memory_ - used : 0, total_memory_};

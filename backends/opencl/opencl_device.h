@@ -52,6 +52,10 @@ class OpenClDevice final : public Device {
   cl_context context() const { return platform_->context.get(); }
   const Platform& platform() const { return *platform_; }
   cl_command_queue queue() const { return queue_.get(); }
+  // A second in-order queue with CL_QUEUE_PROFILING_ENABLE, created on first
+  // use, for profiled computes only (the main queue stays without profiling,
+  // which some drivers charge for).
+  cl_command_queue profiling_queue();
   ProgramCache& programs() { return programs_; }
   size_t max_alloc() const { return max_alloc_; }
   size_t alignment() const { return alignment_; }
@@ -78,6 +82,7 @@ class OpenClDevice final : public Device {
   std::shared_ptr<Platform> platform_;
   cl_device_id id_;
   QueueHandle queue_;
+  QueueHandle profiling_queue_;
   ProgramCache programs_;
   size_t total_memory_ = 0;
   size_t max_alloc_ = 0;

@@ -129,6 +129,14 @@ class Event {
   virtual void synchronize() = 0;             // the host waits for it
 };
 
+// One interval of work on one node, for a profiler (Backend::compute_timed).
+struct NodeTime {
+  const Tensor* node = nullptr;
+  int lane = 0;              // the thread (CPU) or queue that ran it: one row in a trace
+  int64_t start_ns = 0;      // std::chrono::steady_clock, nanoseconds since its epoch
+  int64_t end_ns = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -138,6 +146,18 @@ class Backend {
   // Runs every node of the graph; may return before it finishes on async
   // backends (call synchronize). Throws loom::Error on unsupported nodes.
   virtual void compute(Graph& graph) = 0;
+  // Profiling (optional): runs the graph as compute does, waits until it has
+  // finished, and appends to `times` the intervals in which each node ran (a
+  // node that several threads share has one per thread). Returns false when
+  // the backend cannot time single nodes (default: compute, synchronize,
+  // append nothing); the caller then times the graph as a whole. Backends
+  // check for profiling once per compute, so compute() itself pays nothing.
+  virtual bool compute_timed(Graph& graph, std::vector<NodeTime>& times) {
+    (void)times;
+    compute(graph);
+    synchronize();
+    return false;
+  }
 
   // Defaults run synchronously through the tensor's buffer.
   virtual void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size);

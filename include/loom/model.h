@@ -233,6 +233,8 @@ struct SessionOptions {
   // quantized V cache needs it. Auto: on when every device holding layers
   // runs flash_attn_ext for the cache types (supports_op), else off.
   FlashAttn flash_attn = FlashAttn::Auto;
+  // Records where each graph's time goes (profiler.h); null: off. Not owned.
+  Profiler* profiler = nullptr;
 };
 
 // Where a session's host time goes, summed over its decodes.

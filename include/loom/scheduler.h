@@ -40,6 +40,8 @@
 
 namespace loom {
 
+class Profiler;
+
 struct SchedulerOptions {
   // Op offload: a mul_mat whose weight is in host memory runs on a device
   // listed before the weight's backend when b has at least this many rows.
@@ -55,6 +57,10 @@ struct SchedulerOptions {
   bool reuse = true;
   // -1: LOOM_SCHED_DEBUG (0 none, 1 split headers, 2 every node).
   int debug = -1;
+  // Records every split, copy and node of each compute (profiler.h); null:
+  // off, at the cost of one check per compute. Not owned; must outlive the
+  // scheduler's computes.
+  Profiler* profiler = nullptr;
 };
 
 enum class Placement { Unassigned, User, Weight, Offload, Neighbour, Fallback, View, Input };
@@ -144,6 +150,7 @@ class Scheduler {
   void build_plan(Graph& graph, bool for_reserve);
   void place_from_plan(Graph& graph);
   void run(Graph& graph, bool wait);
+  void copy_input_synchronously(const Tensor& src, Tensor& dst, size_t b, size_t s);
   void wait_pending_reads_of(size_t backend, size_t dst);  // dst == SIZE_MAX: the host waits
   void wait_all_pending_reads();
   void publish_report();

@@ -151,7 +151,9 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
     backends_.push_back(d->create_backend({.n_threads = options.n_threads, .poll = options.poll}));
     order.push_back(backends_.back().get());
   }
-  scheduler_ = std::make_unique<Scheduler>(order);
+  SchedulerOptions sched_options;
+  sched_options.profiler = options.profiler;
+  scheduler_ = std::make_unique<Scheduler>(order, sched_options);
   // Size the compute buffers once for the worst case: a full micro-batch
   // attending to the whole context.
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);

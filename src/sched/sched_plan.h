@@ -104,6 +104,7 @@ struct Scheduler::Runtime {
   std::vector<uint8_t> busy;                       // backend has work not waited for
   sched_detail::AssignContext ctx;
   size_t n_runs = 0;
+  std::vector<NodeTime> node_times;  // a profiled split's (see Profiler)
 };
 
 namespace sched_detail {

@@ -12,6 +12,7 @@
 #include "loom/error.h"
 #include "loom/graph_alloc.h"
 #include "loom/log.h"
+#include "loom/profiler.h"
 #include "loom/registry.h"
 #include "sched_plan.h"
 
@@ -276,10 +277,15 @@ void Scheduler::run(Graph& graph, bool wait) {
   Plan& p = *plan_;
   Runtime& rt = *rt_;
   const size_t set = rt.n_runs++ % static_cast<size_t>(options_.n_copies);
+  // Profiling: decided once per compute; each copy and split is then waited
+  // for, so that its time is its own.
+  Profiler* prof = options_.profiler && options_.profiler->recording() ? options_.profiler : nullptr;
+  if (prof) prof->begin_graph();
   std::vector<size_t> ready, pushed;
   for (auto& split : p.splits) {
     const size_t b = split.backend;
     Backend& be = *backends_[b];
+    if (prof) prof->begin_split(be.name());
     wait_pending_reads_of(b, b);  // b is about to write its memory
     // The producers of this split's inputs come first.
     ready.clear();
@@ -303,6 +309,12 @@ void Scheduler::run(Graph& graph, bool wait) {
       Tensor& src = *p.tensors[in.source];
       Tensor& dst = *in.copies[set];
       const size_t s = p.backend[src.view_src ? p.index.at(src.view_src) : in.source];
+      if (prof) {
+        const int64_t start = Profiler::now_ns();
+        copy_input_synchronously(src, dst, b, s);
+        prof->add_copy(src, dst, start, Profiler::now_ns());
+        continue;
+      }
       if (be.copy_tensor_async(src, dst)) {
         if (s != kNone && s != b) {
           rt.pending_read[s][b] = 1;
@@ -328,10 +340,29 @@ void Scheduler::run(Graph& graph, bool wait) {
       }
     }
     RewriteGuard guard(p, split.rewrites, set);
+    if (prof) {
+      prof->begin_compute();
+      rt.node_times.clear();
+      const bool timed = be.compute_timed(split.graph, rt.node_times);
+      prof->end_split(split.graph.nodes(), rt.node_times, timed);
+      continue;
+    }
     be.compute(split.graph);
     rt.busy[b] = 1;
   }
+  if (prof) prof->end_graph();
   if (wait) synchronize();
+}
+
+// A profiled copy: the same paths as an unprofiled one (the destination's
+// stream, else the source's, else through the host), waited for at once.
+void Scheduler::copy_input_synchronously(const Tensor& src, Tensor& dst, size_t b, size_t s) {
+  Backend& be = *backends_[b];
+  if (s != kNone && s != b) backends_[s]->synchronize();
+  if (!be.copy_tensor_async(src, dst) && !(s != kNone && s != b && backends_[s]->copy_tensor_async(src, dst)))
+    tensor_copy(src, dst);
+  be.synchronize();
+  if (s != kNone && s != b) backends_[s]->synchronize();
 }
 
 void Scheduler::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bench_commit.h"
+#include "loom/profiler.h"
 #include "loom/registry.h"
 
 namespace loom::cli {
@@ -85,7 +86,7 @@ BenchModelInfo describe_model(const Model& model) {
 }
 
 BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions, bool warmup,
-                                std::mt19937& rng) {
+                                std::mt19937& rng, Profiler* profiler) {
   SessionOptions so;
   so.n_ctx = inst.n_depth + inst.n_prompt + inst.n_gen;
   so.n_batch = inst.n_batch;
@@ -96,6 +97,8 @@ BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, i
   so.type_k = inst.type_k;
   so.type_v = inst.type_v;
   so.flash_attn = inst.flash_attn;
+  so.profiler = profiler;
+  if (profiler) profiler->pause();
   Session session(model, so);
   const int64_t n_vocab = model.hparams().n_vocab;
   if (warmup) {
@@ -108,9 +111,11 @@ BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, i
     if (inst.n_depth > 0) session.decode(random_tokens(inst.n_depth, n_vocab, rng));
     const std::vector<int32_t> prompt = random_tokens(inst.n_prompt, n_vocab, rng);
     const SessionStats before = session.stats();
+    if (profiler) profiler->resume();
     const auto t0 = std::chrono::steady_clock::now();
     if (inst.n_prompt > 0) session.decode(prompt);
     generate(session, inst.n_gen, n_vocab, rng);
+    if (profiler) profiler->pause();
     out.ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     const SessionStats& after = session.stats();
     out.stats.graphs_built += after.graphs_built - before.graphs_built;
@@ -118,6 +123,7 @@ BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, i
     out.stats.host_ns += after.host_ns - before.host_ns;
     out.stats.compute_ns += after.compute_ns - before.compute_ns;
   }
+  if (profiler) profiler->resume();
   return out;
 }
 

@@ -37,8 +37,10 @@ struct BenchSamples {
 };
 
 // Runs one instance `repetitions` times (after a warm-up run when `warmup`).
+// A profiler, if given, records the timed prompt and generation only (not
+// the warm-up, nor the context filled for -d).
 BenchSamples run_bench_instance(const Model& model, const BenchInstance& inst, int repetitions, bool warmup,
-                                std::mt19937& rng);
+                                std::mt19937& rng, Profiler* profiler = nullptr);
 
 BenchRecord make_bench_record(const BenchSystem& system, const BenchModelInfo& model, const BenchInstance& inst,
                               const std::string& test_time, const BenchSamples& samples);

@@ -18,6 +18,7 @@
 #include "bench_format.h"
 #include "bench_params.h"
 #include "bench_run.h"
+#include "profile_args.h"
 #include "commands.h"
 #include "loom/cpu_cores.h"
 #include "loom/error.h"
@@ -28,6 +29,11 @@
 
 namespace loom::cli {
 namespace {
+
+std::vector<OptionSpec> with_profile_options(std::vector<OptionSpec> specs) {
+  for (auto& s : profile_option_specs()) specs.push_back(std::move(s));
+  return specs;
+}
 
 // What the CPU backend uses when no thread count is given: one per physical core.
 int default_thread_count() { return physical_cores(); }
@@ -200,7 +206,7 @@ void emit(const std::string& text) {
 
 int cmd_bench(int argc, char** argv) {
   Args args("bench", "Measure prompt processing (pp) and generation (tg) speed, like llama-bench.",
-            with_rpc_options(bench_option_specs()));
+            with_rpc_options(with_profile_options(bench_option_specs())));
   args.parse(argc, argv);
   if (args.has("--help")) {
     std::fputs(args.help().c_str(), stdout);
@@ -218,6 +224,7 @@ int cmd_bench(int argc, char** argv) {
   const bool verbose = args.has("--verbose");
   std::mt19937 rng(static_cast<uint32_t>(args.get_int("--seed", 1)));
 
+  ProfileOutput profile(args);
   const BenchSystem system = bench_system();
   auto printer = make_bench_printer(*format, markdown_columns(runs));
   emit(printer->begin());
@@ -249,7 +256,7 @@ int cmd_bench(int argc, char** argv) {
       std::fprintf(stderr, "loom bench: %zu/%zu %s, %d threads\n", i + 1, runs.size(),
                    bench_test_name(run.n_prompt, run.n_gen, run.n_depth).c_str(), run.n_threads);
     const std::string test_time = utc_now();
-    const auto samples = run_bench_instance(*model, run, params.repetitions, params.warmup, rng);
+    const auto samples = run_bench_instance(*model, run, params.repetitions, params.warmup, rng, profile.profiler());
     if (verbose && samples.stats.n_graphs() > 0)
       std::fprintf(stderr, "loom bench: %lld graphs built, %lld reused; host time %.1f us per graph\n",
                    static_cast<long long>(samples.stats.graphs_built), static_cast<long long>(samples.stats.graphs_reused),
@@ -258,6 +265,7 @@ int cmd_bench(int argc, char** argv) {
   }
   emit(printer->end());
   if (*format == BenchFormat::Markdown) emit(fmt::format("\nbuild: {}\n", system.build_commit));
+  profile.finish();
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "model_args.h"
 #include "fit_args.h"
 #include "placement_args.h"
+#include "profile_args.h"
 #include "run_chat.h"
 
 namespace loom::cli {
@@ -69,6 +70,7 @@ int cmd_run(int argc, char** argv) {
                                 {{"--chat-template"}, "FILE", "with -cnv: a Jinja chat template instead of the file's tokenizer.chat_template"},
                                 {{"-sys", "--system-prompt"}, "TEXT", "with -cnv: a system message first"},
                             });
+  for (auto& s : profile_option_specs()) specs.push_back(std::move(s));
   Args args("run", "Generate text with a llama-family GGUF model.", with_rpc_options(specs));
   args.parse(argc, argv);
   if (args.has("--help")) {
@@ -91,12 +93,18 @@ int cmd_run(int argc, char** argv) {
   LoadOptions lo = load_options(args);
   lo.progress = true;
   SessionOptions session_opts = session_options(args);
+  ProfileOutput profile(args);
+  session_opts.profiler = profile.profiler();
   apply_fit(args, model_path(args), lo, session_opts);
   auto model = load_model(model_path(args), lo);
   const Tokenizer& tok = model->tokenizer();
   Session session(*model, session_opts);
   Sampler sampler(so);
-  if (args.has("--conversation")) return run_chat(args, *model, session, sampler, n_predict);
+  if (args.has("--conversation")) {
+    const int status = run_chat(args, *model, session, sampler, n_predict);
+    profile.finish();
+    return status;
+  }
 
   std::vector<int32_t> tokens = tok.encode(prompt, true, false);
   std::printf("%s", prompt.c_str());
@@ -139,6 +147,8 @@ int cmd_run(int argc, char** argv) {
   std::printf("splits:     prompt graph %zu (%s copied), generation graph %zu (%s copied)\n",
               prompt_report.n_splits(), format_bytes(prompt_report.copy_bytes).c_str(), gen_report.n_splits(),
               format_bytes(gen_report.copy_bytes).c_str());
+  std::fflush(stdout);
+  profile.finish();
   return 0;
 }
 
