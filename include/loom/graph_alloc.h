@@ -146,6 +146,11 @@ class GraphAllocator {
   // allocation throws OutOfMemory.
   void allocate(Graph& graph, const AllocOptions& options = {});
 
+  // Drops the buffers and the reserved plan. The memory is freed once the
+  // tensors placed in it are gone too; the next allocate plans afresh and
+  // allocates what that graph needs.
+  void release();
+
   // Whether `t` was placed by this allocator (in any buffer it ever
   // allocated): by buffer identity, not by address.
   bool owns(const Tensor& t) const;

@@ -32,6 +32,8 @@ class KvCells {
   void seq_rm(int32_t seq, int32_t p0 = 0, int32_t p1 = -1);
   // Adds dst to the cells of src with positions in [p0, p1): dst shares them.
   void seq_cp(int32_t src, int32_t dst, int32_t p0 = 0, int32_t p1 = -1);
+  // Frees a cell whatever it holds (undoing an occupy).
+  void vacate(int32_t cell);
   // Removes every sequence but seq.
   void seq_keep(int32_t seq);
   // The highest position of seq, -1 when it has no cell.

@@ -216,6 +216,20 @@ enum class FlashAttn { Off, On, Auto };
 std::string_view flash_attn_name(FlashAttn fa);            // "off", "on", "auto"
 std::optional<FlashAttn> flash_attn_from_name(std::string_view name);
 
+// How a session sizes its compute buffers.
+enum class ComputeBuffers {
+  // Once, at construction, for the worst case (a full micro-batch attending
+  // to the whole context): what `loom fit` predicts; no decode allocates.
+  Worst,
+  // Per graph shape, when it first comes: memory follows the longest context
+  // and largest micro-batch seen so far (and shrink_compute_buffers() gives
+  // it back). A decode needing more than a device has throws OutOfMemory and
+  // leaves the session as it was.
+  Grow,
+};
+std::string_view compute_buffers_name(ComputeBuffers c);  // "worst", "grow"
+std::optional<ComputeBuffers> compute_buffers_from_name(std::string_view name);
+
 struct SessionOptions {
   int64_t n_ctx = 0;      // 0: min(training context, 4096)
   int64_t n_batch = 2048; // logical batch: tokens per decode() call are split into these
@@ -233,6 +247,7 @@ struct SessionOptions {
   // quantized V cache needs it. Auto: on when every device holding layers
   // runs flash_attn_ext for the cache types (supports_op), else off.
   FlashAttn flash_attn = FlashAttn::Auto;
+  ComputeBuffers compute_buffers = ComputeBuffers::Worst;
   // Records where each graph's time goes (profiler.h); null: off. Not owned.
   Profiler* profiler = nullptr;
 };
@@ -272,7 +287,8 @@ class Session {
   // cell; a token attends to the cells of its own sequence at positions up
   // to its own. Returns the logits ([n_vocab] each) of the tokens that
   // want them, in batch order. Throws loom::Error for a malformed batch or
-  // when the cache has too few free cells.
+  // when the cache has too few free cells; a decode that throws leaves the
+  // cache's cells as they were before the call.
   std::vector<float> decode(const Batch& batch);
   // Sequence 0 alone: evaluates `tokens` at its next positions. Returns the
   // logits of the last token ([n_vocab]), or of every token
@@ -287,6 +303,12 @@ class Session {
   // seq_cp (prefix sharing without copying data) and seq_keep act on them.
   KvCells& cells() { return cells_; }
   const KvCells& cells() const { return cells_; }
+  // Frees the compute buffers: the next decode allocates what its graph
+  // needs (with ComputeBuffers::Worst too, which then grows like Grow). For
+  // a session whose long conversation ended.
+  void shrink_compute_buffers();
+  // Compute buffer bytes held now, summed over devices.
+  size_t compute_buffer_bytes() const;
   // KV cache bytes per buffer type name.
   std::vector<std::pair<std::string, size_t>> kv_cache_bytes_by_buffer_type() const;
   // The scheduler's report of the last graph run (splits, copies, compute buffers).
@@ -306,8 +328,9 @@ class Session {
   // The cells a micro-batch attends to: the used ones, rounded up to
   // kKvPadding (masked), so that consecutive tokens share one graph shape.
   int64_t padded_n_kv() const;
-  // Tokens [first, first + n) of a checked batch.
-  std::vector<float> decode_ubatch(const Batch& batch, size_t first, size_t n);
+  // Tokens [first, first + n) of a checked batch; the cells it takes are
+  // added to `occupied` as they are taken.
+  std::vector<float> decode_ubatch(const Batch& batch, size_t first, size_t n, std::vector<int32_t>& occupied);
 
   const Model& model_;
   SessionOptions options_;

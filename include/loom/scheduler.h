@@ -141,6 +141,11 @@ class Scheduler {
   // copies as dashed edges.
   void write_dot(const std::string& path) const;
 
+  // Frees the compute buffers and forgets the plan (and the reserve): the
+  // next graph is planned and allocated at its own size. The memory goes
+  // once the graphs placed in it are destroyed.
+  void release_buffers();
+
   // Forgets the plan (and the user assignments if `assignments`).
   void reset(bool assignments = false);
 

@@ -178,6 +178,13 @@ void GraphAllocator::ensure_buffers(const Planned& plan, bool allow_grow) {
   std::erase_if(ever_allocated_, [](const std::weak_ptr<Buffer>& w) { return w.expired(); });
 }
 
+void GraphAllocator::release() {
+  for (auto& bufs : buffers_) bufs.clear();  // ever_allocated_ still knows them: their tensors stay "owned"
+  reserved_.reset();
+  plan_.clear();
+  for (BufferTypeReport& r : report_.types) r.buffer_bytes = 0;
+}
+
 void GraphAllocator::reserve(const Graph& graph, const AllocOptions& options) {
   Planned p = make_plan(graph, options, false);
   ensure_buffers(p, true);

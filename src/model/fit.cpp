@@ -56,7 +56,11 @@ MemoryPrediction predict_memory(const std::string& path, const std::vector<Devic
   quiet.progress = false;
   std::unique_ptr<Model> model = Model::load(path, devices, quiet);
   const size_t n_weights = dry.allocations().size();
-  const Session s(*model, session);
+  // The prediction is the worst case, whichever way the session sizes its
+  // compute buffers (a growing one reaches it with a full context).
+  SessionOptions worst = session;
+  worst.compute_buffers = ComputeBuffers::Worst;
+  const Session s(*model, worst);
   const auto& all = dry.allocations();
   for (size_t i = 0; i < all.size(); ++i) {
     DeviceBytes& b = slot(*all[i].type);

@@ -34,6 +34,14 @@ void KvCells::occupy(int32_t cell, int32_t seq, int32_t pos) {
   ++used_;
 }
 
+void KvCells::vacate(int32_t cell) {
+  Cell& c = cells_.at(static_cast<size_t>(cell));
+  if (c.seqs.empty()) return;
+  c.seqs.clear();
+  c.pos = -1;
+  --used_;
+}
+
 void KvCells::drop(Cell& c, int32_t seq) {
   auto it = std::find(c.seqs.begin(), c.seqs.end(), seq);
   if (it == c.seqs.end()) return;

@@ -154,8 +154,9 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   SchedulerOptions sched_options;
   sched_options.profiler = options.profiler;
   scheduler_ = std::make_unique<Scheduler>(order, sched_options);
-  // Size the compute buffers once for the worst case: a full micro-batch
-  // attending to the whole context.
+  // ComputeBuffers::Worst: size the compute buffers once for the worst case,
+  // a full micro-batch attending to the whole context.
+  if (options_.compute_buffers == ComputeBuffers::Grow) return;
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
   UbatchGraph g;
   build_graph(g, worst, n_ctx_, worst);
@@ -210,11 +211,28 @@ std::vector<float> Session::decode(const Batch& batch) {
     fail("decode: {} tokens after {} already in the cache exceed the context of {} (raise -c)", n, cells_.used(),
          n_ctx_);
   std::vector<float> logits;
-  for (size_t i = 0; i < n; i += static_cast<size_t>(options_.n_ubatch)) {
-    std::vector<float> out = decode_ubatch(batch, i, std::min<size_t>(options_.n_ubatch, n - i));
-    logits.insert(logits.end(), out.begin(), out.end());
+  std::vector<int32_t> occupied;  // this call's cells, vacated again if a micro-batch fails
+  try {
+    for (size_t i = 0; i < n; i += static_cast<size_t>(options_.n_ubatch)) {
+      std::vector<float> out = decode_ubatch(batch, i, std::min<size_t>(options_.n_ubatch, n - i), occupied);
+      logits.insert(logits.end(), out.begin(), out.end());
+    }
+  } catch (...) {
+    for (int32_t c : occupied) cells_.vacate(c);
+    throw;
   }
   return logits;
+}
+
+void Session::shrink_compute_buffers() {
+  last_graph_.reset();  // its tensors hold the buffers
+  scheduler_->release_buffers();
+}
+
+size_t Session::compute_buffer_bytes() const {
+  size_t total = 0;
+  for (const SchedBufferReport& b : scheduler_->report().buffers) total += b.bytes;
+  return total;
 }
 
 int64_t Session::padded_n_kv() const {
@@ -262,7 +280,8 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out
   g.graph = Graph::build(g.logits);
 }
 
-std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size_t n) {
+std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size_t n,
+                                          std::vector<int32_t>& occupied) {
   const auto span = [first, n](const std::vector<int32_t>& v) { return std::span(v).subspan(first, n); };
   const std::span<const int32_t> seqs = span(batch.seq_ids), positions = span(batch.positions);
   std::vector<int32_t> out_ids;
@@ -273,7 +292,10 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
                           std::find(batch.want_logits.begin() + first, batch.want_logits.begin() + first + n, 1);
 
   std::vector<int32_t> cells = cells_.find_free(static_cast<int64_t>(n));
-  for (size_t i = 0; i < n; ++i) cells_.occupy(cells[i], seqs[i], positions[i]);
+  for (size_t i = 0; i < n; ++i) {
+    cells_.occupy(cells[i], seqs[i], positions[i]);
+    occupied.push_back(cells[i]);
+  }
   const int64_t n_kv = padded_n_kv();
 
   const auto host_start = std::chrono::steady_clock::now();
@@ -324,6 +346,14 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     last_graph_.reset();
     throw;
   }
+}
+
+std::string_view compute_buffers_name(ComputeBuffers c) { return c == ComputeBuffers::Grow ? "grow" : "worst"; }
+
+std::optional<ComputeBuffers> compute_buffers_from_name(std::string_view name) {
+  for (ComputeBuffers c : {ComputeBuffers::Worst, ComputeBuffers::Grow})
+    if (name == compute_buffers_name(c)) return c;
+  return std::nullopt;
 }
 
 std::string_view flash_attn_name(FlashAttn fa) {

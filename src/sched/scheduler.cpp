@@ -120,6 +120,14 @@ Placement Scheduler::placement_of(const Tensor* t) const {
   return it == plan_->index.end() ? Placement::Unassigned : plan_->why[it->second];
 }
 
+void Scheduler::release_buffers() {
+  synchronize();
+  plan_.reset();
+  rt_->alloc->release();
+  rebuild_reason_ = "buffers released";
+  publish_report();
+}
+
 void Scheduler::reset(bool assignments) {
   synchronize();
   plan_.reset();

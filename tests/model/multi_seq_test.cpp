@@ -46,6 +46,23 @@ TEST(KvCells, TagsCopiesRemovesAndKeeps) {
   EXPECT_THROW(c.find_free(6), Error);
 }
 
+TEST(KvCells, VacateFreesACellWhateverItHolds) {
+  KvCells c(3);
+  c.occupy(0, 0, 0);
+  c.occupy(1, 0, 1);
+  c.seq_cp(0, 1);  // both cells shared by sequences 0 and 1
+  c.vacate(1);
+  EXPECT_EQ(c.used(), 1);
+  EXPECT_FALSE(c.has(1, 0));
+  EXPECT_FALSE(c.has(1, 1));
+  EXPECT_EQ(c.seq_pos_max(1), 0);
+  EXPECT_EQ(c.n_kv(), 1);
+  c.vacate(1);  // already free: nothing changes
+  EXPECT_EQ(c.used(), 1);
+  c.occupy(1, 2, 5);  // free again for anyone
+  EXPECT_EQ(c.used(), 2);
+}
+
 TEST(KvCells, MaskIsCausalPerSequenceWithOptionalWindow) {
   KvCells c(4);
   c.occupy(0, 0, 0);
