@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/fit.h"
 #include "loom/model.h"
@@ -30,10 +31,21 @@
 namespace loom {
 namespace {
 
+// The models this process wrote, removed when it exits.
+struct TempModels {
+  std::vector<std::filesystem::path> paths;
+  ~TempModels() {
+    std::error_code ignored;
+    for (const auto& p : paths) std::filesystem::remove(p, ignored);
+  }
+};
+
 std::string model_file(const std::string& tag, DType type, int64_t n_expert = 0) {
+  static TempModels written;
   const auto path = std::filesystem::temp_directory_path() /
                     ("loom_fit_test_" + tag + "_" + std::to_string(::getpid()) + ".gguf");
   if (!std::filesystem::exists(path)) {
+    written.paths.push_back(path);
     ModelSpec s;
     s.n_vocab = 512;
     s.n_embd = 128;

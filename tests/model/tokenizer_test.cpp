@@ -21,14 +21,22 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("loom_tok_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
+// Removes a temporary file when it goes out of scope, whether the test
+// passed, failed or the load threw.
+struct TempFile {
+  std::string path;
+  ~TempFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+};
+
 // Writes `w` to a temporary file and loads its tokenizer.
 std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  const std::string path = temp_path(name + ".gguf");
-  w.write(path);
-  auto file = gguf::File::open(path);
-  auto tok = Tokenizer::from_gguf(*file);
-  std::filesystem::remove(path);
-  return tok;
+  const TempFile file_path{temp_path(name + ".gguf")};
+  w.write(file_path.path);
+  auto file = gguf::File::open(file_path.path);
+  return Tokenizer::from_gguf(*file);
 }
 
 std::string load_error(const gguf::Writer& w, const std::string& name) {
@@ -423,7 +431,9 @@ TEST(GeneratedVocab, RoundTripsAndIsExact) {
 
 TEST(GeneratedVocab, LearnsMultiCharacterPiecesDeterministically) {
   for (TokenizerStyle style : {TokenizerStyle::Spm, TokenizerStyle::BpeLlama3}) {
-    const std::string a = temp_path("det_a.gguf"), b = temp_path("det_b.gguf");
+    const TempFile ta{temp_path("det_a.gguf")}, tb{temp_path("det_b.gguf")};
+    const std::string& a = ta.path;
+    const std::string& b = tb.path;
     for (const std::string& path : {a, b}) {
       gguf::Writer w;
       write_tokenizer_metadata(w, style, 2000);
@@ -438,8 +448,6 @@ TEST(GeneratedVocab, LearnsMultiCharacterPiecesDeterministically) {
     // space in front itself).
     EXPECT_EQ(tok->encode(style == TokenizerStyle::Spm ? "the" : " the", false, false).size(), 1u);
     EXPECT_LT(tok->encode("The loom is one of the oldest machines", false, false).size(), 12u);
-    std::filesystem::remove(a);
-    std::filesystem::remove(b);
   }
 }
 
