@@ -231,6 +231,7 @@ int cmd_bench(int argc, char** argv) {
   std::unique_ptr<Model> model;
   BenchModelInfo info;
   BenchLoadKey loaded;
+  BenchLoadKey placed;  // what the records say: `loaded`, with --fit's choice of -ngl and -ts
   for (size_t i = 0; i < runs.size(); ++i) {
     const BenchInstance& run = runs[i];
     if (!model || !(run.load == loaded)) {
@@ -238,6 +239,7 @@ int cmd_bench(int argc, char** argv) {
       LoadOptions lo;
       lo.use_mmap = run.load.use_mmap;
       lo.placement = placement_options(run.load);
+      placed = run.load;
       if (const FitChoice fit = fit_choice(args, Registry::get().devices()); fit.on) {
         FitOptions fo = fit.options;
         fo.choose_ctx = false;
@@ -245,6 +247,8 @@ int cmd_bench(int argc, char** argv) {
                                       largest_session(runs, run.load), fo);
         if (!r.fits) fail("--fit: {}", r.reason);
         lo.placement = r.placement;
+        placed.n_gpu_layers = r.placement.n_gpu_layers;
+        placed.tensor_split = fmt::format("{}", fmt::join(r.placement.tensor_split, "/"));
         std::fprintf(stderr, "loom bench: fit: -ngl %d: %s\n", r.placement.n_gpu_layers, r.reason.c_str());
       }
       if (verbose) std::fprintf(stderr, "loom bench: loading %s\n", run.load.model.c_str());
@@ -261,7 +265,9 @@ int cmd_bench(int argc, char** argv) {
       std::fprintf(stderr, "loom bench: %lld graphs built, %lld reused; host time %.1f us per graph\n",
                    static_cast<long long>(samples.stats.graphs_built), static_cast<long long>(samples.stats.graphs_reused),
                    static_cast<double>(samples.stats.host_ns) / 1e3 / static_cast<double>(samples.stats.n_graphs()));
-    emit(printer->record(make_bench_record(system, info, run, test_time, samples)));
+    BenchInstance recorded = run;
+    recorded.load = placed;
+    emit(printer->record(make_bench_record(system, info, recorded, test_time, samples)));
   }
   emit(printer->end());
   if (*format == BenchFormat::Markdown) emit(fmt::format("\nbuild: {}\n", system.build_commit));
