@@ -215,20 +215,28 @@ TEST_F(Fit, ChoosesTheMostLayersThatFitOverAGridOfCaps) {
       const std::vector<int32_t> tokens = {1, 2, 3};
       EXPECT_EQ(s.decode(tokens).size(), 512u);
     }
-    // Brute force: every larger -ngl with the same split runs out of memory.
+    // Brute force: every larger -ngl runs out of memory, with fit's split
+    // and with every way of dealing its layers to the two devices.
     for (int ngl = r.placement.n_gpu_layers + 1; ngl <= 7; ++ngl) {
-      LoadOptions more = lo;
-      more.placement = r.placement;
-      more.placement.n_gpu_layers = ngl;
-      bool oom = false;
-      try {
-        auto model = Model::load(path, devices_, more);
-        Session s(*model, so);
-      } catch (const OutOfMemory&) {
-        oom = true;
+      std::vector<std::vector<float>> splits = {r.placement.tensor_split};
+      for (int a = 0; a <= ngl; ++a) splits.push_back({static_cast<float>(a), static_cast<float>(ngl - a)});
+      for (const auto& split : splits) {
+        LoadOptions more = lo;
+        more.placement = r.placement;
+        more.placement.n_gpu_layers = ngl;
+        more.placement.tensor_split = split;
+        bool oom = false;
+        try {
+          auto model = Model::load(path, devices_, more);
+          Session s(*model, so);
+        } catch (const OutOfMemory&) {
+          oom = true;
+        }
+        EXPECT_TRUE(oom) << "-ngl " << ngl << " -ts " << fmt::format("{}", fmt::join(split, ",")) << " fits, fit chose "
+                         << r.placement.n_gpu_layers << " -ts "
+                         << fmt::format("{}", fmt::join(r.placement.tensor_split, ","));
+        ++n_checked;
       }
-      EXPECT_TRUE(oom) << "-ngl " << ngl << " fits, fit chose " << r.placement.n_gpu_layers;
-      ++n_checked;
     }
   }
   EXPECT_GT(n_checked, 0);
