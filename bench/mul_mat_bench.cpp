@@ -5,7 +5,15 @@
 //                        most 16 MiB) stay in the 32 MiB L3.
 //   mul_mat_dram/<type>  16384 x 4096 weights (38-268 MB) times 1 column:
 //                        mat-vec reading the weights from memory.
-// Counters: GFLOP/s (2*M*N*K per run) and GB/s (weight bytes read per run).
+//   mul_mat_repack/<type>/<K>x<M>  Q8_0 / Q4_0 weights at TinyLlama's FFN
+//                        shapes (K x M = 2048 x 5632 and 5632 x 2048) times 1, 8,
+//                        64 or 512 columns: the same weights in CPU_Repack
+//                        (interleaved, gemm16 kernels) and in plain CPU memory
+//                        (the kernels CPU_Mapped weights get), timed alternately
+//                        in every iteration. Counters plain_ms, repack_ms and
+//                        plain/repack (above 1 the interleaved layout is faster);
+//                        the benchmark's own time is repack_ms.
+// Counters of the first two: GFLOP/s (2*M*N*K per run) and GB/s (weight bytes read per run).
 // The time includes packing (and quantizing) b. The time and these counters
 // are for the path mul_mat picks (QuantPath::Auto). For quantized weights every
 // iteration also runs the two forced paths (vec.h), side by side:
@@ -17,9 +25,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernels/vec.h"
+#include "cpu/repack.h"
 #include "loom/types.h"
 #include "loom/graph.h"
 #include "loom/ops.h"
@@ -85,6 +96,53 @@ void bench_mul_mat(benchmark::State& state, DType type, int64_t rows, int64_t de
   state.SetLabel(std::string(cpu::isa_name(cpu::mul_mat_isa())));
 }
 
+// The same weights in CPU_Repack and in plain CPU memory, timed alternately.
+void bench_mul_mat_repack(benchmark::State& state, DType type, int64_t depth, int64_t rows) {
+  const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  BufferType* repack = Registry::get().find_buffer_type("CPU_Repack");
+  if (!repack) {
+    state.SkipWithError("no CPU_Repack buffer type");
+    return;
+  }
+  Context wctx, ctx;
+  Tensor* wr = wctx.new_tensor(type, {depth, rows});
+  auto walloc = allocate_tensors(wctx, *repack, BufferUsage::Weights);
+  Tensor* wp = ctx.new_tensor(type, {depth, rows});
+  Tensor* b = ctx.new_tensor(DType::F32, {depth, n});
+  Tensor* out_r = mul_mat(ctx, wr, b);
+  Tensor* out_p = mul_mat(ctx, wp, b);
+  auto alloc = allocate_tensors(ctx, Registry::get().cpu().default_buffer_type());
+  std::vector<float> av(wp->nelements()), bv(b->nelements());
+  fill_random(av, 1);
+  fill_random(bv, 2);
+  tensor_from_floats(*wp, av);
+  tensor_from_floats(*b, bv);
+  tensor_copy(*wp, *wr);
+  auto backend = Registry::get().cpu().create_backend({.n_threads = threads});
+  Graph graph_r = Graph::build(out_r), graph_p = Graph::build(out_p);
+  auto timed = [&](Graph& g) {
+    const auto t0 = std::chrono::steady_clock::now();
+    backend->compute(g);
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double>(t1 - t0).count();
+  };
+  timed(graph_p), timed(graph_r);  // warm up: scratch, caches
+  double plain_s = 0.0, repack_s = 0.0;
+  for (auto _ : state) {
+    plain_s += timed(graph_p);
+    const double r = timed(graph_r);
+    repack_s += r;
+    state.SetIterationTime(r);
+    benchmark::ClobberMemory();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["plain_ms"] = plain_s * 1e3 / iters;
+  state.counters["repack_ms"] = repack_s * 1e3 / iters;
+  state.counters["plain/repack"] = plain_s / repack_s;
+  state.SetLabel(std::string(cpu::isa_name(cpu::mul_mat_isa())) + (cpu::is_repacked(*wr) ? "" : " (not repacked)"));
+}
+
 void register_all() {
   for (DType type : kAllTypes) {
     if (type == DType::I32) continue;
@@ -106,6 +164,17 @@ void register_all() {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
+  for (DType type : {DType::Q4_0, DType::Q8_0})
+    for (auto [depth, rows] : {std::pair<int64_t, int64_t>{2048, 5632}, {5632, 2048}}) {
+      const std::string name = "mul_mat_repack/" + std::string(type_name(type)) + "/" + std::to_string(depth) +
+                               "x" + std::to_string(rows);
+      benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat_repack, type, depth, rows)
+          ->ArgNames({"n", "threads"})
+          ->ArgsProduct({{1, 8, 64, 512}, {1, 2}})
+          ->MinTime(0.3)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
 }
 
 }  // namespace

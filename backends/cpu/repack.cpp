@@ -120,8 +120,13 @@ void RepackBuffer::memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t
 void RepackBuffer::clear(uint8_t value) { std::memset(data_, value, size()); }
 
 bool RepackBufferType::supports_op(const Tensor& node) const {
-  return node.op == Op::MulMat && node.src[0] && repackable(*node.src[0]) && best_isa() == Isa::Avx512 &&
-         node.src[1] && node.src[1]->type == DType::F32;
+  if (node.op != Op::MulMat || !node.src[0] || !repackable(*node.src[0]) || !node.src[1] ||
+      node.src[1]->type != DType::F32)
+    return false;
+  // Only where the level mul_mat runs at has a kernel for interleaved rows
+  // (AVX2, AVX-512); without one every row would be unpacked first.
+  const WKind kind = node.src[0]->type == DType::Q4_0 ? WKind::Q4_0 : WKind::Q8_0;
+  return mul_mat_kernels(mul_mat_isa()).gemm16[static_cast<int>(kind)] != nullptr;
 }
 
 std::shared_ptr<Buffer> RepackBufferType::alloc_impl(size_t size) {

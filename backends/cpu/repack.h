@@ -1,7 +1,8 @@
 // CPU_Repack: a buffer type for Q4_0 / Q8_0 weights that mul_mat reads as
 // src0. Writing a weight here interleaves each group of 16 rows block by
 // block, so one 64-byte load holds 4 bytes of every row: the AVX-512 mat-vec
-// multiplies 16 rows per vpdpbusd without shuffles. The layout of one group
+// multiplies 16 rows per vpdpbusd without shuffles, the AVX2 one 8 rows per
+// maddubs (each 32-byte half). The layout of one group
 // and block (16 rows x 32 elements):
 //   uint16 d[16]                the 16 rows' fp16 scales
 //   uint8  v[n][16][4]          v[t][r] = row r's quant bytes 4t..4t+3
@@ -56,7 +57,8 @@ class RepackBufferType final : public BufferType {
   bool is_host() const override { return false; }
   Device* device() const override { return device_; }
   // A mul_mat whose src0 (a weight) would be interleaved here and that the
-  // CPU runs faster so (AVX-512 VNNI).
+  // CPU runs faster so: the level mul_mat uses (mul_mat_isa(): AVX2 or
+  // AVX-512, not scalar) has a gemm16 kernel for the type.
   bool supports_op(const Tensor& node) const override;
 
  protected:

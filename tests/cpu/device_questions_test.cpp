@@ -77,7 +77,7 @@ TEST(CpuDeviceQuestions, RepackMemoryOnlyForMulMatsWholeSrc0) {
   EXPECT_TRUE(cpu.supports_operand(*mul_mat(ctx, w, x), 1, repack));  // f32 activations stay plain
 }
 
-// CPU_Repack interleaves only Q4_0 / Q8_0 (the VNNI kernels' layouts): the
+// CPU_Repack interleaves only Q4_0 / Q8_0 (the gemm16 kernels' layouts): the
 // other quantized types are never asked for there and, if placed there,
 // stay plain, so every op reads them.
 TEST(CpuDeviceQuestions, RepackKeepsOtherQuantizedTypesPlain) {

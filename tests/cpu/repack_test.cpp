@@ -4,15 +4,21 @@
 // the device accepting a repacked weight only as mul_mat's src0.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "cpu/kernels/vec.h"
 #include "cpu/repack.h"
 #include "loom/graph.h"
+#include "loom/model.h"
 #include "loom/ops.h"
 #include "loom/registry.h"
 #include "loom/tensor_alloc.h"
+#include "model_gen/model_gen.h"
 
 namespace loom {
 namespace {
@@ -142,9 +148,112 @@ TEST_P(RepackTest, OnlyMulMatReadsARepackedWeight) {
   // Asked before placement: mul_mat src0 of a repackable shape, where it pays.
   Tensor* fresh = ctx.new_tensor(GetParam(), {64, 32});
   Tensor* odd = ctx.new_tensor(GetParam(), {64, 40});
-  EXPECT_EQ(repack_type().supports_op(*mul_mat(ctx, fresh, b)), cpu::best_isa() == cpu::Isa::Avx512);
+  EXPECT_EQ(repack_type().supports_op(*mul_mat(ctx, fresh, b)), cpu::mul_mat_isa() >= cpu::Isa::Avx2);
   EXPECT_FALSE(repack_type().supports_op(*mul_mat(ctx, odd, b)));
   EXPECT_FALSE(repack_type().supports_op(*get_rows(ctx, fresh, idx)));
+}
+
+// b after the kernels' quantization (32-element blocks, d = amax/127 in
+// float, q = rint(x/d)), in double.
+std::vector<double> quantize_like_kernels(const std::vector<float>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b = 0; b < x.size(); b += cpu::kQBlock) {
+    float amax = 0.0f;
+    for (int i = 0; i < cpu::kQBlock; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float d = amax / 127.0f;
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < cpu::kQBlock; ++i) out[b + i] = std::nearbyint(x[b + i] * inv) * static_cast<double>(d);
+  }
+  return out;
+}
+
+// mul_mat with a repacked weight against a double-precision reference: the
+// dequantized weights times b quantized as the kernels do, so what remains
+// is f32 rounding (tolerance 1e-4 of sum |a*b|, as in mul_mat_test).
+void check_against_reference(DType type, int64_t K, int64_t M, int64_t N, cpu::Isa isa, int threads) {
+  SCOPED_TRACE(fmt::format("{} K={} M={} N={} isa={} threads={}", type_name(type), K, M, N, cpu::isa_name(isa),
+                           threads));
+  cpu::set_mul_mat_isa(isa);
+  Context wctx, ctx;
+  Tensor* w = wctx.new_tensor(type, {K, M});
+  auto walloc = allocate_tensors(wctx, repack_type(), BufferUsage::Weights);
+  ASSERT_TRUE(cpu::is_repacked(*w));
+  Tensor* b = ctx.new_tensor(DType::F32, {K, N});
+  Tensor* out = mul_mat(ctx, w, b);
+  ASSERT_TRUE(repack_type().supports_op(*out));
+  auto alloc = allocate_tensors(ctx, Registry::get().cpu().default_buffer_type());
+  std::mt19937 rng(static_cast<uint32_t>(K * 5 + M * 11 + N));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> wv(K * M), bv(K * N);
+  for (float& v : wv) v = dist(rng);
+  for (float& v : bv) v = dist(rng);
+  tensor_from_floats(*w, wv);
+  tensor_from_floats(*b, bv);
+  const std::vector<float> deq = tensor_to_floats(*w);  // the weights as stored, dequantized
+  auto backend = Registry::get().cpu().create_backend({.n_threads = threads});
+  Graph graph = Graph::build(out);
+  backend->compute(graph);
+  const std::vector<float> got = tensor_to_floats(*out);
+  int bad = 0;
+  for (int64_t j = 0; j < N; ++j) {
+    const std::vector<double> bq =
+        quantize_like_kernels(std::vector<float>(bv.begin() + j * K, bv.begin() + (j + 1) * K));
+    for (int64_t i = 0; i < M; ++i) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        ref += deq[i * K + k] * bq[k];
+        mag += std::fabs(deq[i * K + k] * bq[k]);
+      }
+      const float v = got[i + M * j];
+      if (!(std::fabs(v - ref) <= 1e-4 * mag + 1e-5) && bad++ < 5)
+        ADD_FAILURE() << "dst[" << i << ", " << j << "] = " << v << ", expected " << ref << " (sum |a*b| " << mag
+                      << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// The interleaved kernels (gemm16) of the AVX2 level, forced on a CPU with
+// AVX-512 too, and of AVX-512: every column count of one call (1..8) and
+// past it (9), rows of 1 to 10 groups, short and long rows (TinyLlama's
+// ffn_down has 5632).
+TEST_P(RepackTest, Gemm16MatchesReference) {
+  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (isa > cpu::best_isa()) continue;
+    ASSERT_NE(cpu::mul_mat_kernels(isa).gemm16[static_cast<int>(GetParam() == DType::Q4_0 ? cpu::WKind::Q4_0
+                                                                                          : cpu::WKind::Q8_0)],
+              nullptr);
+    for (int threads : {1, 2})
+      for (int64_t K : {32, 256, 5632})
+        for (int64_t M : {16, 48, 160})
+          for (int64_t N = 1; N <= 9; ++N) check_against_reference(GetParam(), K, M, N, isa, threads);
+  }
+}
+
+// On the AVX2 level the same as against the plain weights, which take the
+// level's row dots (N < 8) and integer gemm (N >= 8).
+TEST_P(RepackTest, Avx2MatchesPlainWeights) {
+  if (cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  for (int threads : {1, 2})
+    for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 16, 33}) {
+      compare(GetParam(), 2048, 64, N, cpu::Isa::Avx2, threads);
+      compare(GetParam(), 5632, 32, N, cpu::Isa::Avx2, threads);
+    }
+}
+
+// CPU_Repack wants a weight only where the level mul_mat runs at has kernels
+// for interleaved rows: AVX2 and AVX-512, not scalar (which would unpack
+// every row first).
+TEST_P(RepackTest, WantedWhereTheLevelHasInterleavedKernels) {
+  Context ctx;
+  Tensor* mm = mul_mat(ctx, ctx.new_tensor(GetParam(), {64, 32}), ctx.new_tensor(DType::F32, {64, 1}));
+  cpu::set_mul_mat_isa(cpu::Isa::Scalar);
+  EXPECT_FALSE(repack_type().supports_op(*mm));
+  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (isa > cpu::best_isa()) continue;
+    cpu::set_mul_mat_isa(isa);
+    EXPECT_TRUE(repack_type().supports_op(*mm)) << cpu::isa_name(isa);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RepackTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
@@ -156,6 +265,63 @@ TEST(Repack, OtherTypesAreNotRepacked) {
   auto alloc = allocate_tensors(ctx, repack_type(), BufferUsage::Weights);
   EXPECT_FALSE(cpu::is_repacked(*w));
   EXPECT_FALSE(repack_type().supports_op(*mul_mat(ctx, w, ctx.new_tensor(DType::F32, {64, 1}))));
+}
+
+// A Q4_0 model loaded at the AVX2 level keeps its matrices interleaved in
+// CPU_Repack; at the scalar level they stay in the mapping. At the AVX2
+// level the repacked model's logits (tokens one by one: mat-vec; a batch:
+// gemm16 with several columns) are those of the same model kept in the
+// mapping (-ot weight=CPU_Mapped) within f32 rounding.
+TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
+  if (cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("loom_repack_" + std::to_string(::getpid()) + ".gguf")).string();
+  ModelSpec s;
+  s.n_vocab = 300;
+  s.n_embd = 64;
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 96;
+  s.n_ctx = 96;
+  write_random_model(s, DType::Q4_0, 7, path);
+  Device& cpu = Registry::get().cpu();
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2}) {
+    SCOPED_TRACE(cpu::isa_name(isa));
+    cpu::set_mul_mat_isa(isa);
+    auto m = Model::load(path, {&cpu});
+    int matrices = 0;
+    for (const auto& p : m->placements()) {
+      if (p.name.find("ffn_up.weight") == std::string::npos && p.name.find("ffn_down.weight") == std::string::npos &&
+          p.name.find("attn_q.weight") == std::string::npos)
+        continue;
+      ++matrices;
+      EXPECT_EQ(p.buffer_type == "CPU_Repack", isa == cpu::Isa::Avx2) << p.name << " in " << p.buffer_type;
+    }
+    EXPECT_EQ(matrices, 3 * s.n_layer);
+  }
+  cpu::set_mul_mat_isa(cpu::Isa::Avx2);
+  auto repacked = Model::load(path, {&cpu});
+  auto mapped = Model::load(path, {&cpu}, {.placement = {.overrides = {{"weight", "CPU_Mapped"}}}});
+  EXPECT_NE(repacked->describe_buffers().find("CPU_Repack"), std::string::npos);
+  EXPECT_EQ(mapped->describe_buffers().find("CPU_Repack"), std::string::npos);
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 200, 5};
+  auto logits = [&](Model& m, bool one_by_one) {
+    Session session(m, {.n_ctx = 32});
+    if (!one_by_one) return session.decode(tokens);
+    std::vector<float> last;
+    for (int32_t t : tokens) last = session.decode(std::span<const int32_t>(&t, 1));
+    return last;
+  };
+  for (bool one_by_one : {true, false}) {
+    SCOPED_TRACE(one_by_one ? "one by one" : "one batch");
+    const std::vector<float> r = logits(*repacked, one_by_one), p = logits(*mapped, one_by_one);
+    ASSERT_EQ(r.size(), p.size());
+    const auto [lo, hi] = std::minmax_element(p.begin(), p.end());
+    for (size_t i = 0; i < r.size(); ++i) EXPECT_NEAR(r[i], p[i], 1e-3f * (*hi - *lo)) << i;
+  }
+  cpu::set_mul_mat_isa(std::nullopt);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // AVX2 + FMA + F16C mul_mat kernels. Panels are 8 columns wide (one ymm).
 // Quantized weights use maddubs with the sign trick, |w| * sign(q, w), which
 // cannot saturate for Q8_0 (C = 0); Q4_0 nibbles are already non-negative
-// (C = 8, corrected by the m term of the packed b).
+// (C = 8, corrected by the m term of the packed b). Q4_0 / Q8_0 weights
+// interleaved in CPU_Repack have gemm16 kernels: 8 rows per ymm, no
+// horizontal sums.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "loom/types.h"
@@ -148,6 +151,140 @@ void dot_q8_0(int64_t k, const void* a_row, const void* b_row, float* out) {
 
 void dot_q4_0(int64_t k, const void* a_row, const void* b_row, float* out) {
   *out = dot_quant(k, static_cast<const BlockQ4_0*>(a_row), b_row, [](const BlockQ4_0& x) { return q4_block(x.qs); });
+}
+
+// ---- interleaved rows (CPU_Repack) -------------------------------------------------
+
+// One group block (repack.h) holds, per 4 quant bytes t of the rows, 64 bytes:
+// rows 0..7 in the first 32, rows 8..15 in the second, so lane r of a ymm is
+// row r of one half. The b column's matching 4 bytes are broadcast to every
+// lane. Q4_0 nibbles (0..15, C = 8) are maddubs' unsigned operand as they
+// are, and a whole block's int16 pair sums are added before widening: at most
+// 8 * 2 * 15 * 127 = 30480. Q8_0 (C = 0) takes the sign trick, |w| and
+// sign(q, w), and widens after every maddubs (one pair can reach 2 * 128 * 127).
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm256_set1_epi32(v);
+}
+
+// NC b columns times NH halves of the group (8 rows each) from half h0:
+// out[c * 16 + 8 * h + r] for the halves h0..h0 + NH - 1. NC * NH <= 4 keeps
+// the float and integer sums in registers (16 ymm).
+template <int NC, int NH, bool Q4>
+void gemm16_part(int64_t k, const uint8_t* group, int h0, const uint8_t* b_cols, size_t b_stride, float* out) {
+  const int64_t nb = k / kQBlock;
+  constexpr int kNV = Q4 ? 4 : 8;
+  constexpr size_t kBlockBytes = 16 * sizeof(uint16_t) + kNV * 64;
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* q[NC];
+  const float* d[NC];
+#pragma GCC unroll 4
+  for (int c = 0; c < NC; ++c) {
+    q[c] = reinterpret_cast<const int8_t*>(b_cols + c * b_stride);
+    d[c] = reinterpret_cast<const float*>(b_cols + c * b_stride + k);
+  }
+  __m256 acc[NH][NC];
+#pragma GCC unroll 2
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) acc[h][c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * kBlockBytes;
+    const uint8_t* v = blk + 16 * sizeof(uint16_t) + 32 * h0;
+    __m256i isum[NH][NC];
+    if constexpr (Q4) {
+      __m256i s16[NH][NC];
+#pragma GCC unroll 2
+      for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; ++c) s16[h][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+#pragma GCC unroll 2
+        for (int h = 0; h < NH; ++h) {
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + t * 64 + h * 32));
+          // Low nibbles are elements 4t..4t+3, high nibbles 16+4t..16+4t+3.
+          const __m256i lo = _mm256_and_si256(w, low);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+#pragma GCC unroll 4
+          for (int c = 0; c < NC; ++c) {
+            const int8_t* qb = q[c] + b * kQBlock;
+            s16[h][c] = _mm256_add_epi16(s16[h][c], _mm256_maddubs_epi16(lo, bcast4(qb + 4 * t)));
+            s16[h][c] = _mm256_add_epi16(s16[h][c], _mm256_maddubs_epi16(hi, bcast4(qb + 16 + 4 * t)));
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; ++c) isum[h][c] = _mm256_madd_epi16(s16[h][c], ones);
+    } else {
+#pragma GCC unroll 2
+      for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; ++c) isum[h][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+#pragma GCC unroll 2
+        for (int h = 0; h < NH; ++h) {
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + t * 64 + h * 32));
+          const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+          for (int c = 0; c < NC; ++c) {
+            const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(q[c] + b * kQBlock + 4 * t), w));
+            isum[h][c] = _mm256_add_epi32(isum[h][c], _mm256_madd_epi16(p16, ones));
+          }
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < NH; ++h) {
+      const __m256 da =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (h0 + h) * 8 * sizeof(uint16_t))));
+#pragma GCC unroll 4
+      for (int c = 0; c < NC; ++c) {
+        const __m256 t =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h][c]), _mm256_set1_ps(d[c][b]), _mm256_set1_ps(d[c][nb + b]));
+        acc[h][c] = _mm256_fmadd_ps(t, da, acc[h][c]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out + c * 16 + (h0 + h) * 8, acc[h][c]);
+}
+
+// Up to 4 columns per pass over the group: 1 or 2 with both halves at once
+// (the broadcasts serve 16 rows), 3 or 4 one half at a time.
+template <bool Q4>
+void gemm16(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  for (int c0 = 0; c0 < ncols; c0 += 4) {
+    const uint8_t* cols = b_cols + c0 * b_stride;
+    float* o = out + c0 * 16;
+    switch (std::min(4, ncols - c0)) {
+      case 1: gemm16_part<1, 2, Q4>(k, group, 0, cols, b_stride, o); break;
+      case 2: gemm16_part<2, 2, Q4>(k, group, 0, cols, b_stride, o); break;
+      case 3:
+        gemm16_part<3, 1, Q4>(k, group, 0, cols, b_stride, o);
+        gemm16_part<3, 1, Q4>(k, group, 1, cols, b_stride, o);
+        break;
+      default:
+        gemm16_part<4, 1, Q4>(k, group, 0, cols, b_stride, o);
+        gemm16_part<4, 1, Q4>(k, group, 1, cols, b_stride, o);
+        break;
+    }
+  }
+}
+
+void gemm16_q4_0(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  gemm16<true>(k, group, b_cols, b_stride, ncols, out);
+}
+void gemm16_q8_0(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  gemm16<false>(k, group, b_cols, b_stride, ncols, out);
 }
 
 // ---- conversions and expansion --------------------------------------------------
@@ -462,6 +599,7 @@ MulMatKernels make_table() {
   t.isa = Isa::Avx2;
   t.quantize_row = quantize_row;
   t.dot = {dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
+  t.gemm16 = {nullptr, nullptr, nullptr, gemm16_q8_0, gemm16_q4_0};
   t.f16_to_f32 = f16_to_f32;
   t.bf16_to_f32 = bf16_to_f32;
   t.q8_0_offset = 0;
