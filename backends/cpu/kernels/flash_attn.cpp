@@ -196,6 +196,27 @@ void pack_panel(const Plan& p, const float* col0, size_t col_stride, int ncols, 
     for (int l = 0; l < p.P; ++l) out[i * p.P + l] = l < ncols ? col0[l * col_stride + i] : 0.0f;
 }
 
+// c = a x panels, by blocks of the kernel's rows and pairs of panels: a has
+// nv rows of k floats (a_stride apart), panels holds n_panels panels of P
+// columns, k deep, covering n_cols columns. emit(row, col, values, n) takes
+// each finished piece of a row (n <= 2P values starting at column col).
+template <class Emit>
+void gemm_panels(const Plan& p, const float* a, size_t a_stride, int64_t nv, const float* panels, int64_t k,
+                 int64_t n_panels, int64_t n_cols, uint8_t* scratch, Emit emit) {
+  auto* c = reinterpret_cast<float*>(scratch + p.c_off);
+  const int64_t P = p.P;
+  const int mr_max = p.kern->rows_f32;
+  for (int64_t r0 = 0; r0 < nv; r0 += mr_max) {
+    const int mr = static_cast<int>(std::min<int64_t>(mr_max, nv - r0));
+    for (int64_t pi = 0; pi < n_panels; pi += 2) {
+      const int nvp = static_cast<int>(std::min<int64_t>(2, n_panels - pi));
+      p.kern->gemm_f32(mr, a + r0 * a_stride, static_cast<int64_t>(a_stride), panels + pi * k * P, k, nvp, c);
+      const int64_t ncols = std::min(nvp * P, n_cols - pi * P);
+      for (int r = 0; r < mr; ++r) emit(r0 + r, pi * P, c + r * 2 * P, ncols);
+    }
+  }
+}
+
 // s[vi][t] = q_vi . K_{j0+t} for t < nt: K's rows packed as panels of P
 // columns (k = D), the q vectors as the gemm's rows.
 void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, int64_t nt, int64_t nv,
@@ -222,17 +243,10 @@ void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, 
   for (int64_t pi = 0; pi < n_panels; ++pi)
     pack_panel(p, rows + pi * P * row_stride, row_stride, static_cast<int>(std::min(P, nt - pi * P)), D,
                panels + pi * D * P);
-  auto* c = reinterpret_cast<float*>(scratch + p.c_off);
-  const int mr_max = p.kern->rows_f32;
-  for (int64_t r0 = 0; r0 < nv; r0 += mr_max) {
-    const int mr = static_cast<int>(std::min<int64_t>(mr_max, nv - r0));
-    for (int64_t pi = 0; pi < n_panels; pi += 2) {
-      const int nvp = static_cast<int>(std::min<int64_t>(2, n_panels - pi));
-      p.kern->gemm_f32(mr, qf + r0 * qf_stride, static_cast<int64_t>(qf_stride), panels + pi * D * P, D, nvp, c);
-      const int64_t ncols = std::min(nvp * P, nt - pi * P);
-      for (int r = 0; r < mr; ++r) std::memcpy(s + (r0 + r) * s_stride + pi * P, c + r * 2 * P, ncols * sizeof(float));
-    }
-  }
+  gemm_panels(p, qf, qf_stride, nv, panels, D, n_panels, nt, scratch,
+              [&](int64_t row, int64_t col, const float* c, int64_t n) {
+                std::memcpy(s + row * s_stride + col, c, n * sizeof(float));
+              });
 }
 
 // acc[vi] += sum_t p[vi][t] V_{j0+t}: V's rows (closed ones as zeros, so that
@@ -261,20 +275,11 @@ void gemm_accumulate(const Plan& p, const Tensor& v, const char* vbase, int64_t 
       std::fill(out + n, out + P, 0.0f);
     }
   }
-  auto* c = reinterpret_cast<float*>(scratch + p.c_off);
-  const int mr_max = p.kern->rows_f32;
-  for (int64_t r0 = 0; r0 < nv; r0 += mr_max) {
-    const int mr = static_cast<int>(std::min<int64_t>(mr_max, nv - r0));
-    for (int64_t pi = 0; pi < n_panels; pi += 2) {
-      const int nvp = static_cast<int>(std::min<int64_t>(2, n_panels - pi));
-      p.kern->gemm_f32(mr, s + r0 * s_stride, static_cast<int64_t>(s_stride), panels + pi * nt * P, nt, nvp, c);
-      const int64_t ncols = std::min(nvp * P, Dv - pi * P);
-      for (int r = 0; r < mr; ++r) {
-        float* a = acc + (r0 + r) * acc_stride + pi * P;
-        p.ops->add(a, c + r * 2 * P, a, ncols);
-      }
-    }
-  }
+  gemm_panels(p, s, s_stride, nv, panels, nt, n_panels, Dv, scratch,
+              [&](int64_t row, int64_t col, const float* c, int64_t n) {
+                float* a = acc + row * acc_stride + col;
+                p.ops->add(a, c, a, n);
+              });
 }
 
 // Rows [j_begin, j_end) of one unit into m, l and acc (per vector).
