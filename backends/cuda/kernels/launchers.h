@@ -33,8 +33,8 @@ void launch_unary(const Tensor& node, const LaunchContext& ctx);
 // --- reduce.cu: sum_rows, argmax, argsort, rms_norm, norm, soft_max
 void launch_sum_rows(const Tensor& node, const LaunchContext& ctx);
 void launch_argmax(const Tensor& node, const LaunchContext& ctx);
-// argsort sorts a row in shared memory: rows up to kArgsortMaxCols elements.
-inline constexpr int64_t kArgsortMaxCols = 1024;
+// argsort: a bitonic sort in shared memory for rows up to 4096 elements,
+// ranking by counting (O(n^2)) for longer ones: every row length runs.
 void launch_argsort(const Tensor& node, const LaunchContext& ctx);
 void launch_norm(const Tensor& node, const LaunchContext& ctx);
 void launch_soft_max(const Tensor& node, const LaunchContext& ctx);
