@@ -314,26 +314,21 @@ void launch_mul_mat_gemm(const Tensor& node, const LaunchContext& ctx) {
         "setting cuBLAS math mode");
   const float alpha = 1.0f, beta = 0.0f;
   const int64_t r2 = B2 / A2, r3 = B3 / A3;
-  auto gemm = [&](int64_t a_off, int64_t a_stride, int64_t b_off, int64_t c_off, int64_t batch) {
+  // Batch i2a of a call multiplies matrix i2a of a with matrix i2a * r2 + o
+  // of b (one call per o and i3; no zero strides, whose support varies).
+  auto gemm = [&](int64_t a_off, int64_t b_off, int64_t b_stride, int64_t c_off, int64_t c_stride, int64_t batch) {
     const char* ap = static_cast<const char*>(A.data) + a_off * static_cast<int64_t>(es);
     const char* bp = static_cast<const char*>(B.data) + b_off * static_cast<int64_t>(es);
     check(cublasGemmStridedBatchedEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(M), static_cast<int>(N),
-                                     static_cast<int>(K), &alpha, ap, A.type, static_cast<int>(A.ld), a_stride, bp,
-                                     B.type, static_cast<int>(B.ld), B.s2, &beta, C + c_off, CUDA_R_32F,
-                                     static_cast<int>(ldc), c2, static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+                                     static_cast<int>(K), &alpha, ap, A.type, static_cast<int>(A.ld), A.s2, bp,
+                                     B.type, static_cast<int>(B.ld), b_stride, &beta, C + c_off, CUDA_R_32F,
+                                     static_cast<int>(ldc), c_stride, static_cast<int>(batch), CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx (mul_mat)");
   };
-  for (int64_t i3 = 0; i3 < B3; ++i3) {
-    const int64_t a3 = i3 / r3;
-    if (r2 == 1) {
-      gemm(a3 * A.s3, A.s2, i3 * B.s3, i3 * c3, B2);
-    } else {
-      // The r2 matrices of b that share one matrix of a: a batch with a's stride 0.
-      for (int64_t i2a = 0; i2a < A2; ++i2a)
-        gemm(a3 * A.s3 + i2a * A.s2, 0, i3 * B.s3 + i2a * r2 * B.s2, i3 * c3 + i2a * r2 * c2, r2);
-    }
-  }
+  for (int64_t i3 = 0; i3 < B3; ++i3)
+    for (int64_t o = 0; o < r2; ++o)
+      gemm((i3 / r3) * A.s3, i3 * B.s3 + o * B.s2, r2 * B.s2, i3 * c3 + o * c2, r2 * c2, A2);
 
   if (!d_direct) {
     const int64_t total = node.nelements();
