@@ -189,7 +189,7 @@ void launch_mul_mat_vec(const Tensor& node, const LaunchContext& ctx) {
     // The kernel reads b's rows as float4: pack b unless it already allows that.
     const bool ok = b.nb[0] == sizeof(float) && aligned16(b.data) && b.nb[1] % 16 == 0 && b.nb[2] % 16 == 0 &&
                     b.nb[3] % 16 == 0;
-    if (!ok) {
+    if (!ok && b.nelements() > 0) {
       const int64_t total = b.nelements();
       void* tmp = ctx.scratch->get(1, static_cast<size_t>(total) * sizeof(float));
       k_pack_plain<float><<<grid_for(total, 256), 256, 0, ctx.stream>>>(barg, type_id(b.type),
@@ -356,7 +356,7 @@ void launch_mul_mat(const Tensor& node, const LaunchContext& ctx) {
   const bool fits_int = a.ne[0] < kIntMax / 4 && a.ne[1] < kIntMax / 4 && b.ne[1] < kIntMax / 4 &&
                         static_cast<int64_t>(a.nb[1]) < kIntMax && static_cast<int64_t>(b.nb[1]) < kIntMax &&
                         static_cast<int64_t>(node.nb[1]) < kIntMax && b.ne[2] / a.ne[2] < kIntMax && b.ne[2] < kIntMax;
-  if (b.ne[1] <= kMmvMaxCols || a.ne[0] == 0 || !fits_int) {
+  if (b.ne[1] <= kMmvMaxCols || a.ne[0] == 0 || a.ne[1] == 0 || !fits_int) {
     launch_mul_mat_vec(node, ctx);
   } else {
     launch_mul_mat_gemm(node, ctx);
