@@ -22,7 +22,7 @@ __global__ void k_cpy(TensorArg s, int s_type, TensorArg d, int d_type, int same
   const int64_t rows = d.ne[1] * d.ne[2] * d.ne[3];
   const int64_t n = d.ne[0];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3;
     row_coords(d, r, i1, i2, i3);
     char* out = d.row(i1, i2, i3);
@@ -55,7 +55,7 @@ __global__ void k_cpy_q(TensorArg s, int s_type, TensorArg d, int d_type) {
   const int64_t blocks = d.ne[0] / quant_block_elems(d_type);
   const int block_bytes = quant_block_bytes(d_type);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3, j1, j2, j3;
     row_coords(d, r, i1, i2, i3);
     row_coords(s, r, j1, j2, j3);  // the same row of the source
@@ -80,7 +80,7 @@ __global__ void k_concat(TensorArg a, TensorArg b, TensorArg d, int dim, int byt
   const int64_t rows = d.ne[1] * d.ne[2] * d.ne[3];
   const int64_t n = d.ne[0];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i[4];
     row_coords(d, r, i[1], i[2], i[3]);
     for (int64_t i0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i0 < n; i0 += step) {

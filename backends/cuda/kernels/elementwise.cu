@@ -54,7 +54,7 @@ __global__ void k_binary(TensorArg a, TensorArg b, TensorArg d) {
   const int64_t rows = d.ne[1] * d.ne[2] * d.ne[3];
   const int64_t n = d.ne[0];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3;
     row_coords(d, r, i1, i2, i3);
     const char* ar = a.row(i1, i2, i3);
@@ -74,7 +74,7 @@ __global__ void k_unary(TensorArg a, TensorArg d, float p0, float p1) {
   const int64_t rows = d.ne[1] * d.ne[2] * d.ne[3];
   const int64_t n = d.ne[0];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3;
     row_coords(d, r, i1, i2, i3);
     const char* ar = a.row(i1, i2, i3);

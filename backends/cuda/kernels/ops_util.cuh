@@ -3,8 +3,9 @@
 // reductions, the grid shapes they launch with, and the launch check.
 //
 // Grid conventions (CUDA allows x up to 2^31 - 1, y and z up to 65535):
-// - "element" kernels: blockIdx.y strides over rows (loop when there are
-//   more than 65535), blockIdx.x * blockDim.x + threadIdx.x over dim 0;
+// - "element" kernels (element_grid): rows along y, blockIdx.y * blockDim.y
+//   + threadIdx.y striding over them (a loop when there are more than
+//   65535 blocks' worth), blockIdx.x * blockDim.x + threadIdx.x over dim 0;
 // - "row" kernels: one block per row, blockIdx.x strides over rows.
 #pragma once
 
@@ -26,6 +27,12 @@ __device__ __forceinline__ float load_any(const char* row, int type, int64_t i0,
   const int n = quant_block_elems(type);
   return dequant_elem(type, row + (i0 / n) * nb0, static_cast<int>(i0 % n));
 }
+
+// The first row and the row step of an element kernel's thread.
+__device__ __forceinline__ int64_t first_row() {
+  return static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+}
+__device__ __forceinline__ int64_t row_step() { return static_cast<int64_t>(gridDim.y) * blockDim.y; }
 
 // Row r of t (r < ne1 * ne2 * ne3, rows in logical order) as (i1, i2, i3).
 __device__ __forceinline__ void row_coords(const TensorArg& t, int64_t r, int64_t& i1, int64_t& i2, int64_t& i3) {
@@ -60,19 +67,23 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 // ---- host side ------------------------------------------------------------------
 
 inline constexpr int64_t kMaxGridY = 65535;
-inline constexpr int64_t kMaxGridX = 0x7fffffff;
 
-// Element kernels: threads along dim 0 (a multiple of 32, up to 256), rows
-// along y (capped; the kernel loops).
+// Element kernels: a block of 256 threads, blockDim.x (a power of two, at
+// least dim 0's length up to 256) along dim 0 and blockDim.y rows; rows
+// along grid y (capped; the kernel loops: row r = blockIdx.y * blockDim.y +
+// threadIdx.y, stepping by gridDim.y * blockDim.y), dim 0 along grid x.
 struct ElementGrid {
   dim3 grid;
   dim3 block;
 };
 inline ElementGrid element_grid(int64_t ne0, int64_t rows) {
-  const int64_t threads = std::min<int64_t>(256, std::max<int64_t>(32, (ne0 + 31) / 32 * 32));
-  const int64_t bx = std::min<int64_t>((ne0 + threads - 1) / threads, 1 << 20);
-  const int64_t by = std::min<int64_t>(rows, kMaxGridY);
-  return {dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by), 1), dim3(static_cast<unsigned>(threads), 1, 1)};
+  int64_t tx = 1;
+  while (tx < ne0 && tx < 256) tx *= 2;
+  const int64_t ty = 256 / tx;
+  const int64_t bx = std::min<int64_t>((ne0 + tx - 1) / tx, 1 << 20);
+  const int64_t by = std::min<int64_t>((rows + ty - 1) / ty, kMaxGridY);
+  return {dim3(static_cast<unsigned>(std::max<int64_t>(bx, 1)), static_cast<unsigned>(std::max<int64_t>(by, 1)), 1),
+          dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty), 1)};
 }
 
 // Row kernels: one block per row (capped at 2^20 blocks; the kernel loops)

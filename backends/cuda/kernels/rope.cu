@@ -25,7 +25,7 @@ __global__ void k_rope(TensorArg a, TensorArg pos, TensorArg ff, TensorArg d, in
   const int half = n_dims / 2;
   const int64_t items = half + (a.ne[0] - n_dims);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3;
     row_coords(a, r, i1, i2, i3);
     const char* in = a.row(i1, i2, i3);

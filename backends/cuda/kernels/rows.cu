@@ -16,7 +16,7 @@ __global__ void k_get_rows(TensorArg a, int a_type, TensorArg idx, TensorArg d, 
   const int64_t rows = idx.ne[0] * idx.ne[1] * idx.ne[2];
   const int64_t n = d.ne[0];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     const int64_t i10 = r % idx.ne[0], i11 = r / idx.ne[0] % idx.ne[1], i12 = r / (idx.ne[0] * idx.ne[1]);
     const int row = *reinterpret_cast<const int32_t*>(idx.data + i10 * idx.nb[0] + i11 * idx.nb[1] + i12 * idx.nb[2]);
     if (row < 0 || row >= a.ne[1]) {
@@ -35,7 +35,7 @@ __global__ void k_set_rows(TensorArg s, TensorArg idx, TensorArg d, int d_type, 
   const int64_t rows = s.ne[1] * s.ne[2] * s.ne[3];
   const int64_t n = s.ne[0];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3;
     row_coords(s, r, i1, i2, i3);
     const int row = *reinterpret_cast<const int32_t*>(idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
@@ -56,7 +56,7 @@ __global__ void k_set_rows_q(TensorArg s, TensorArg idx, TensorArg d, int d_type
   const int64_t rows = s.ne[1] * s.ne[2] * s.ne[3];
   const int64_t blocks = s.ne[0] / 32;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
     int64_t i1, i2, i3;
     row_coords(s, r, i1, i2, i3);
     const int row = *reinterpret_cast<const int32_t*>(idx.data + i1 * idx.nb[0] + i2 * idx.nb[1] + i3 * idx.nb[2]);
