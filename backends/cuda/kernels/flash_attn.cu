@@ -11,6 +11,10 @@
 // blocks), read element by element; query head h reads KV head
 // h / (n_head / n_head_kv) and KV batch b / (ne3 / k3) (as the reference).
 // A row masked entirely gives zeros.
+//
+// Few (row, head, batch) units and many KV rows (decoding): the KV rows are
+// split over `splits` blocks per unit, each leaving its running max, sum and
+// unnormalized V sums in scratch slot 0, and k_flash_attn_combine merges them.
 #include <algorithm>
 
 #include "common.cuh"
@@ -43,17 +47,22 @@ __device__ __forceinline__ float load_mask(const char* p, int type) {
   return type == static_cast<int>(DType::F16) ? load_f16(p) : *reinterpret_cast<const float*>(p);
 }
 
-// grid (n_q * n_head * ne3), block kThreads. mask_type < 0: no mask.
+// grid (n_q * n_head * ne3, splits), block kThreads. mask_type < 0: no mask.
+// Block (x, y) covers KV rows [y * kv_chunk, (y + 1) * kv_chunk) of unit x.
+// partial == nullptr (one split): the result goes to d. Else unit x, split y
+// writes {max, sum, acc[0..Dv)} at partial + (x * splits + y) * (2 + Dv).
 __global__ void __launch_bounds__(kThreads)
     k_flash_attn(TensorArg q, TensorArg k, int k_type, TensorArg v, int v_type, TensorArg m, int mask_type,
-                 TensorArg d, float scale, float max_bias, float softcap) {
+                 TensorArg d, float scale, float max_bias, float softcap, int64_t kv_chunk, float* partial) {
   __shared__ float qs[kMaxHead];
   __shared__ float scores[kTile];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t H = q.ne[2], n_q = q.ne[1];
   const int64_t idx = blockIdx.x;
   const int64_t h = idx % H, r = (idx / H) % n_q, b = idx / (H * n_q);
-  const int64_t D = q.ne[0], Dv = v.ne[0], n_kv = k.ne[1];
+  const int64_t D = q.ne[0], Dv = v.ne[0];
+  const int64_t kv_begin = static_cast<int64_t>(blockIdx.y) * kv_chunk;
+  const int64_t n_kv = min(k.ne[1], kv_begin + kv_chunk);  // this block's end
   const int64_t hk = h / (H / k.ne[2]), bk = b / (q.ne[3] / k.ne[3]);
 
   float slope = 1.0f;
@@ -76,7 +85,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int e = 0; e < kPerThread; ++e) acc[e] = 0.0f;
   float run_max = -INFINITY, run_sum = 0.0f;
 
-  for (int64_t j0 = 0; j0 < n_kv; j0 += kTile) {
+  for (int64_t j0 = kv_begin; j0 < n_kv; j0 += kTile) {
     // Scores of the tile, one warp per KV row.
     for (int jj = warp; jj < kTile; jj += kWarps) {
       const int64_t j = j0 + jj;
@@ -122,12 +131,51 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // scores is rewritten by the next tile
   }
 
+  if (partial) {
+    float* part = partial + (idx * gridDim.y + blockIdx.y) * (2 + Dv);
+    if (tid == 0) {
+      part[0] = run_max;
+      part[1] = run_sum;
+    }
+#pragma unroll
+    for (int e = 0; e < kPerThread; ++e) {
+      const int64_t i = tid + static_cast<int64_t>(e) * kThreads;
+      if (i < Dv) part[2 + i] = acc[e];
+    }
+    return;
+  }
   const float inv = run_sum > 0.0f ? 1.0f / run_sum : 0.0f;
   char* out = d.row(h, r, b);
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
     const int64_t i = tid + static_cast<int64_t>(e) * kThreads;
     if (i < Dv) *reinterpret_cast<float*>(out + i * d.nb[0]) = acc[e] * inv;
+  }
+}
+
+// grid (n_q * n_head * ne3), block kThreads: merges the splits of each unit
+// (k_flash_attn's partial results); splits that saw no row have max -inf.
+__global__ void __launch_bounds__(kThreads)
+    k_flash_attn_combine(const float* partial, int splits, TensorArg d, int64_t H, int64_t n_q) {
+  const int64_t idx = blockIdx.x, Dv = d.ne[0], stride = 2 + Dv;
+  const int64_t h = idx % H, r = (idx / H) % n_q, b = idx / (H * n_q);
+  const float* part = partial + idx * splits * stride;
+  float mx = -INFINITY;
+  for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, part[sp * stride]);
+  float sum = 0.0f;
+  for (int sp = 0; sp < splits; ++sp) {
+    const float ms = part[sp * stride];
+    if (ms != -INFINITY) sum += part[sp * stride + 1] * expf(ms - mx);
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  char* out = d.row(h, r, b);
+  for (int64_t i = threadIdx.x; i < Dv; i += kThreads) {
+    float acc = 0.0f;
+    for (int sp = 0; sp < splits; ++sp) {
+      const float ms = part[sp * stride];
+      if (ms != -INFINITY) acc += part[sp * stride + 2 + i] * expf(ms - mx);
+    }
+    *reinterpret_cast<float*>(out + i * d.nb[0]) = acc * inv;
   }
 }
 
@@ -152,11 +200,32 @@ void launch_flash_attn(const Tensor& node, const LaunchContext& ctx) {
   const Tensor* mask = node.src[3];
   if (node.nelements() == 0) return;
   const FlashAttnParams fp = flash_attn_params(node);
-  const int64_t blocks = q.ne[1] * q.ne[2] * q.ne[3];
-  k_flash_attn<<<static_cast<unsigned>(blocks), kThreads, 0, ctx.stream>>>(
-      arg(q), arg(k), type_id(k.type), arg(v), type_id(v.type), mask ? arg(*mask) : no_arg(),
-      mask ? type_id(mask->type) : -1, arg(node), fp.scale, fp.max_bias, fp.softcap);
+  const int64_t units = q.ne[1] * q.ne[2] * q.ne[3], n_kv = k.ne[1];
+  // Split the KV rows when the units alone would leave most multiprocessors
+  // idle: enough splits for about two blocks per multiprocessor, each of at
+  // least kMinSplitRows rows (whole tiles).
+  constexpr int64_t kMinSplitRows = 256;
+  int64_t splits = 1;
+  if (units < 2 * static_cast<int64_t>(ctx.sm_count) && n_kv >= 2 * kMinSplitRows)
+    splits = std::min((2 * ctx.sm_count + units - 1) / units, n_kv / kMinSplitRows);
+  int64_t chunk = (n_kv + splits - 1) / splits;
+  chunk = std::max<int64_t>(kTile, (chunk + kTile - 1) / kTile * kTile);
+  splits = std::max<int64_t>(1, (n_kv + chunk - 1) / chunk);
+  float* partial = nullptr;
+  if (splits > 1)
+    partial = static_cast<float*>(
+        ctx.scratch->get(0, static_cast<size_t>(units * splits * (2 + v.ne[0])) * sizeof(float)));
+  const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(splits));
+  k_flash_attn<<<grid, kThreads, 0, ctx.stream>>>(arg(q), arg(k), type_id(k.type), arg(v), type_id(v.type),
+                                                  mask ? arg(*mask) : no_arg(), mask ? type_id(mask->type) : -1,
+                                                  arg(node), fp.scale, fp.max_bias, fp.softcap,
+                                                  splits > 1 ? chunk : std::max<int64_t>(n_kv, 1), partial);
   check(cudaGetLastError(), "launching k_flash_attn");
+  if (splits > 1) {
+    k_flash_attn_combine<<<static_cast<unsigned>(units), kThreads, 0, ctx.stream>>>(
+        partial, static_cast<int>(splits), arg(node), q.ne[2], q.ne[1]);
+    check(cudaGetLastError(), "launching k_flash_attn_combine");
+  }
 }
 
 }  // namespace loom::cuda
