@@ -41,8 +41,8 @@ inline TensorArg arg(const Tensor& t) {
 // An absent optional operand: a kernel tests `data != nullptr`.
 inline TensorArg no_arg() { return TensorArg{nullptr, {1, 1, 1, 1}, {0, 0, 0, 0}}; }
 
-// DType as kernels compare it.
-constexpr int type_id(DType t) { return static_cast<int>(t); }
+// DType as kernels compare it (host and device: load_plain/store_plain use it).
+__host__ __device__ constexpr int type_id(DType t) { return static_cast<int>(t); }
 
 __device__ __forceinline__ float load_bf16(const char* p) {
   return __uint_as_float(static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(p)) << 16);
