@@ -165,6 +165,18 @@ CudaBackend::CudaBackend(CudaDevice& device)
       scratch_(device.ordinal(), std::string(device.name())),
       use_graphs_(graphs_from_env()) {
   scratch_.bind(stream_.get());
+  try {
+    init_device_memory();
+  } catch (...) {
+    // The destructor does not run for a constructor that throws.
+    if (errors_) cudaFree(errors_);
+    if (cublas_workspace_) cudaFree(cublas_workspace_);
+    throw;
+  }
+}
+
+void CudaBackend::init_device_memory() {
+  CudaDevice& device = device_;
   DeviceGuard guard(device.ordinal());
   const std::string what = fmt::format("creating the error buffer of {}", device.name());
   check(cudaMalloc(reinterpret_cast<void**>(&errors_), 4 * sizeof(int)), what.c_str());
@@ -198,15 +210,13 @@ CudaBackend::~CudaBackend() {
   const int ordinal = device_.ordinal();
   const bool switched =
       cudaGetDevice(&previous) == cudaSuccess && previous != ordinal && cudaSetDevice(ordinal) == cudaSuccess;
+  // No throwing here (DeviceGuard throws): errors surface on the next call that can fail.
   cudaStreamSynchronize(stream_.get());
   graphs_.clear();
   if (errors_) cudaFree(errors_);
-  if (switched) cudaSetDevice(previous);
   cublas_.reset();  // before its workspace goes
-  if (cublas_workspace_) {
-    DeviceGuard guard(ordinal);
-    cudaFree(cublas_workspace_);
-  }
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
+  if (switched) cudaSetDevice(previous);
 }
 
 int CudaBackend::add_error_label(const std::string& message) {

@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
     GraphExecHandle exec;
   };
 
+  void init_device_memory();  // error slot, cuBLAS workspace, peer access
   void check_nodes(const Graph& graph) const;
   LaunchContext launch_context();
   void launch(Tensor& node, const LaunchContext& ctx);
