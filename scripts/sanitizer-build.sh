@@ -4,6 +4,8 @@
 #   sanitizer_build DIR SANITIZERS [TARGETS...]
 # -O1 keeps the suite fast enough; -gline-tables-only gives file:line in
 # reports at a fraction of -g's compile time; no NDEBUG, so asserts are on.
+# No CUDA backend: without a GPU it adds nothing to sanitizer runs, and nvcc
+# takes no -fsanitize.
 sanitizer_build() {
   local dir=$1 sanitizers=$2
   shift 2
@@ -12,7 +14,7 @@ sanitizer_build() {
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
-    -DLOOM_SANITIZE="$sanitizers" -DLOOM_FUZZ=$fuzz -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCH=OFF \
+    -DLOOM_SANITIZE="$sanitizers" -DLOOM_FUZZ=$fuzz -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF \
     >/dev/null || return
   if [[ $# -gt 0 ]]; then
     cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target "$@"
