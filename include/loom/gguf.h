@@ -195,7 +195,12 @@ class Writer {
   void add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne, FillFn fill);
   // Called after each tensor is written (index, count) for progress output.
   void set_progress(std::function<void(size_t, size_t)> progress) { progress_ = std::move(progress); }
+  // Writes to temp_path(path), then renames it to `path`: a failure leaves
+  // no partial file, and processes writing the same path at once each
+  // rename a whole file.
   void write(const std::string& path) const;
+  // "<path>.tmp.<pid>".
+  static std::string temp_path(const std::string& path);
   size_t alignment() const;
 
  private:

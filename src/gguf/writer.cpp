@@ -123,8 +123,10 @@ void Writer::add_tensor(std::string name, uint32_t type, std::vector<int64_t> ne
   tensors_.push_back({std::move(name), type, std::move(ne), size, {}, std::move(fill)});
 }
 
+std::string Writer::temp_path(const std::string& path) { return fmt::format("{}.tmp.{}", path, getpid()); }
+
 void Writer::write(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path(path);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot create {}: {}", tmp, std::strerror(errno));
   try {

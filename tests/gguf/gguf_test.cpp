@@ -161,7 +161,7 @@ TEST(Gguf, WriterChecksTensorsAndLeavesNoPartialFile) {
   const std::string path = temp_path("partial.gguf");
   EXPECT_THROW(w.write(path), Error);
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(Writer::temp_path(path)));
 }
 
 TEST(Gguf, ValidRawFileOpens) {

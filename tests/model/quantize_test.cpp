@@ -100,7 +100,7 @@ TEST(QuantizeFile, BadInputNamesTheFileAndLeavesNoOutput) {
   QuantizeOptions options;
   expect_error([&] { quantize_file(src, out, options); }, {src});
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  EXPECT_FALSE(fs::exists(gguf::Writer::temp_path(out)));
   fs::remove(src);
 }
 
@@ -116,7 +116,7 @@ TEST(QuantizeFile, ImpossibleShapeNamesTensorAndSizes) {
   options.token_embedding_type = DType::Q4_K;
   expect_error([&] { quantize_file(src, out, options); }, {"token_embd.weight", "96", "256", "q4_K"});
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  EXPECT_FALSE(fs::exists(gguf::Writer::temp_path(out)));
   fs::remove(src);
 }
 
@@ -143,7 +143,7 @@ TEST(QuantizeFile, WriteErrorNamesTensorAndLeavesNoOutput) {
   EXPECT_NE(message.find(out), std::string::npos) << message;
   EXPECT_NE(message.find("at tensor '"), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  EXPECT_FALSE(fs::exists(gguf::Writer::temp_path(out)));
   fs::remove(src);
 }
 
@@ -154,7 +154,7 @@ TEST(QuantizeFile, RefusesRequantizing) {
   options.file_type = FileType::Q8_0;
   expect_error([&] { quantize_file(src, out, options); }, {src, "q4_0", "requantizing"});
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  EXPECT_FALSE(fs::exists(gguf::Writer::temp_path(out)));
   fs::remove(src);
 }
 
