@@ -88,7 +88,13 @@ class Profiler {
   // A paused profiler records nothing (a bench's warm-up).
   void pause() { paused_ = true; }
   void resume() { paused_ = false; }
-  bool recording() const { return !paused_; }
+  // Graphs that start once `node_limit` nodes are recorded are not recorded
+  // (a long-running server would otherwise grow without end); the table says
+  // so. Default: kDefaultNodeLimit (about 100 MiB of records).
+  static constexpr size_t kDefaultNodeLimit = 500'000;
+  void set_node_limit(size_t node_limit) { node_limit_ = node_limit; }
+  bool limit_reached() const { return nodes_.size() >= node_limit_; }
+  bool recording() const { return !paused_ && !limit_reached(); }
   void clear();
 
   // Called by the scheduler, in this order per graph.
@@ -118,6 +124,7 @@ class Profiler {
 
  private:
   bool paused_ = false;
+  size_t node_limit_ = kDefaultNodeLimit;
   std::vector<GraphProfile> graphs_;
   std::vector<SplitProfile> splits_;
   std::vector<CopyProfile> copies_;

@@ -87,6 +87,8 @@ std::string Profiler::table(size_t top) const {
                     "{:.3f} ms copying {:.2f} MiB\n",
                  graphs_.size(), nodes_.size(), splits_.size(), ms(graph_ns), ms(compute_ns), ms(copy_ns),
                  static_cast<double>(copy_bytes) / 1048576.0);
+  if (limit_reached())
+    fmt::format_to(o, "(recording stopped at the limit of {} nodes: later graphs are not counted)\n", node_limit_);
   fmt::format_to(o, "(time: a node's thread time divided by the threads its split used; %: of the time in graphs; "
                     "GB/s: bytes read and written)\n");
   const auto pct = [&](int64_t ns) { return graph_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(graph_ns) : 0.0; };

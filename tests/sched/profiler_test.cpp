@@ -212,6 +212,23 @@ TEST(Profiler, PausedRecordsNothing) {
   EXPECT_EQ(prof.nodes().size(), g.graph.nodes().size());
 }
 
+TEST(Profiler, StopsRecordingWholeGraphsAtTheNodeLimit) {
+  BufferType* cpu = &Registry::get().cpu().default_buffer_type();
+  Layers g({cpu, cpu});
+  auto backend = Registry::get().cpu().create_backend();
+  Profiler prof;
+  prof.set_node_limit(g.graph.nodes().size() + 1);  // reached within the second graph
+  Scheduler sched({backend.get()}, profiling(prof));
+  profiled_compute(sched, g);
+  EXPECT_FALSE(prof.limit_reached());
+  profiled_compute(sched, g);
+  EXPECT_TRUE(prof.limit_reached());
+  profiled_compute(sched, g);  // not recorded: the limit was reached before it began
+  EXPECT_EQ(prof.graphs().size(), 2u);
+  EXPECT_EQ(prof.nodes().size(), 2 * g.graph.nodes().size());
+  EXPECT_NE(prof.table().find("recording stopped at the limit"), std::string::npos);
+}
+
 TEST(Profiler, ChromeTraceParsesWithTheRequiredFields) {
   BufferType* cpu = &Registry::get().cpu().default_buffer_type();
   Layers g({cpu, cpu});
