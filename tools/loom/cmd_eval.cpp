@@ -13,6 +13,7 @@
 #include "model_args.h"
 #include "fit_args.h"
 #include "placement_args.h"
+#include "profile_args.h"
 
 namespace loom::cli {
 
@@ -24,6 +25,7 @@ int cmd_eval(int argc, char** argv) {
                                 {{"--all-logits"}, "", "print the logits of every token, not only the last"},
                                 {{"--generate"}, "N", "then generate N tokens greedily and list them (\"generated\")"},
                             });
+  for (auto& s : profile_option_specs()) specs.push_back(std::move(s));
   Args args("eval", "Evaluate tokens and print their logits as JSON.", with_rpc_options(specs));
   args.parse(argc, argv);
   if (args.has("--help")) {
@@ -33,6 +35,8 @@ int cmd_eval(int argc, char** argv) {
   connect_rpc(args);
   LoadOptions lo = load_options(args);
   SessionOptions session_opts = session_options(args);
+  ProfileOutput profile(args);
+  session_opts.profiler = profile.profiler();
   apply_fit(args, model_path(args), lo, session_opts);
   auto model = load_model(model_path(args), lo);
   std::vector<int32_t> tokens;
@@ -75,6 +79,8 @@ int cmd_eval(int argc, char** argv) {
     out["generated"] = generated;
   }
   std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  std::fflush(stdout);
+  profile.finish();
   return 0;
 }
 

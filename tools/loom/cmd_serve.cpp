@@ -1,8 +1,16 @@
 // loom serve: an OpenAI-compatible HTTP server (src/serve) over one model,
 // with N slots decoded together by continuous batching.
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <pthread.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "chat_args.h"
@@ -10,6 +18,7 @@
 #include "model_args.h"
 #include "fit_args.h"
 #include "placement_args.h"
+#include "profile_args.h"
 #include "server.h"
 
 namespace loom::cli {
@@ -25,6 +34,7 @@ int cmd_serve(int argc, char** argv) {
                    {{"--chat-template"}, "FILE", "a Jinja chat template instead of the file's (default without one: ChatML)"},
                    {{"--alias"}, "NAME", "the model name /v1/models lists (default: the file name)"},
                });
+  for (auto& s : profile_option_specs()) specs.push_back(std::move(s));
   Args args("serve",
             "Serve a GGUF model over HTTP: POST /v1/chat/completions, /v1/completions (stream or not), "
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize.",
@@ -41,10 +51,24 @@ int cmd_serve(int argc, char** argv) {
   const std::string path = model_path(args);
   so.model_name = args.get_or("--alias", std::filesystem::path(path).filename().string());
 
+  ProfileOutput profile(args);
+  // With a profile to write, SIGINT and SIGTERM stop the server and the
+  // profile is written; a second signal ends the process at once. The
+  // signals are blocked before any thread starts, so only the waiter gets them.
+  sigset_t stop_signals;
+  if (profile.profiler()) {
+    std::signal(SIGINT, SIG_DFL);  // a shell starts background jobs with SIGINT ignored
+    std::signal(SIGTERM, SIG_DFL);
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  }
   LoadOptions lo = load_options(args);
   lo.progress = true;
   serve::EngineOptions eo;
   eo.session = session_options(args);
+  eo.session.profiler = profile.profiler();
   const bool fit_ctx = apply_fit(args, path, lo, eo.session);
   auto model = load_model(path, lo);
   eo.n_slots = args.get_int("--parallel", 4, 1, 4096);
@@ -55,12 +79,37 @@ int cmd_serve(int argc, char** argv) {
   eo.chat_template = args.get("--chat-template") ? read_text_file(*args.get("--chat-template")) : chat.chat_template;
   eo.bos_token = chat.bos_token;
   eo.eos_token = chat.eos_token;
-  serve::Engine engine(*model, eo);
-  serve::Server server(engine, so);
-  const int port = server.bind();
-  std::fprintf(stderr, "loom serve: %s on http://%s:%d (%d slots of %lld tokens)\n", so.model_name.c_str(),
-               so.host.c_str(), port, eo.n_slots, static_cast<long long>(engine.slot_ctx()));
-  server.listen();
+  {
+    serve::Engine engine(*model, eo);
+    serve::Server server(engine, so);
+    const int port = server.bind();
+    std::fprintf(stderr, "loom serve: %s on http://%s:%d (%d slots of %lld tokens)\n", so.model_name.c_str(),
+                 so.host.c_str(), port, eo.n_slots, static_cast<long long>(engine.slot_ctx()));
+    // The waiter outlives this scope; it reaches the server only while it exists.
+    struct Running {
+      std::mutex mutex;
+      serve::Server* server;
+    };
+    auto running = std::make_shared<Running>();
+    running->server = &server;
+    if (profile.profiler()) {
+      std::thread([running, stop_signals] {
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        std::fprintf(stderr, "loom serve: stopping (signal %d); the profile follows\n", sig);
+        {
+          std::lock_guard lock(running->mutex);
+          if (running->server) running->server->stop();
+        }
+        sigwait(&stop_signals, &sig);
+        _exit(128 + sig);
+      }).detach();
+    }
+    server.listen();
+    std::lock_guard lock(running->mutex);
+    running->server = nullptr;
+  }  // the engine's thread has ended: nothing records any more
+  profile.finish();
   return 0;
 }
 
