@@ -275,6 +275,7 @@ bool CudaBackend::compute_with_cuda_graph(Graph& graph) {
     g.key = key;
     g.seen = 1;
     g.exec.reset();
+    g.capture_failed = false;  // a new shape may capture where the old one could not
     return false;
   }
   if (g.capture_failed) return false;
