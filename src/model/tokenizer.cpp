@@ -70,20 +70,6 @@ void clean_up_spaces(std::string& s) {
 
 }  // namespace
 
-void tok::ByteTrie::insert(std::string_view key, int32_t token) {
-  int32_t node = 0;
-  for (unsigned char c : key) {
-    int32_t next = child(node, c);
-    if (next < 0) {
-      next = static_cast<int32_t>(nodes.size());
-      nodes[node].next.emplace(c, next);
-      nodes.emplace_back();
-    }
-    node = next;
-  }
-  nodes[node].token = token;
-}
-
 std::string Tokenizer::Impl::piece(int32_t token, bool render_special) const {
   const TokenType type = types[token];
   const std::string& text = texts[token];
@@ -132,7 +118,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     for (size_t i = start; i < text.size(); ++i) {
       node = t.special_trie.child(node, static_cast<unsigned char>(text[i]));
       if (node < 0) break;
-      if (const int32_t id = t.special_trie.nodes[node].token; id != kNoToken) {
+      if (const int32_t id = t.special_trie.token(node); id != kNoToken) {
         occurs[id] = 1;
         any = true;
       }

@@ -73,21 +73,30 @@ class PreSplitter {
   bool byte_encode_ = true;
 };
 
-// A trie over byte strings, each key ending at a node that holds its token.
-struct ByteTrie {
+// A trie over byte strings, each key ending at a node that holds its token,
+// stored flat (each node's edges sorted by byte, side by side), so that a
+// vocabulary of 250k tokens takes a few bytes per node.
+class ByteTrie {
+ public:
+  static constexpr int32_t kRoot = 0;
+  ByteTrie() = default;
+  // Keys may repeat: the last one's token wins.
+  explicit ByteTrie(std::vector<std::pair<std::string_view, int32_t>> keys);
+  // The child of `node` along byte c, or -1.
+  int32_t child(int32_t node, unsigned char c) const;
+  // The token whose key ends at `node`, or Tokenizer::kNoToken.
+  int32_t token(int32_t node) const { return nodes_[node].token; }
+  bool empty() const { return nodes_.size() <= 1; }
+
+ private:
   struct Node {
-    std::unordered_map<unsigned char, int32_t> next;
+    uint32_t first_edge = 0;
+    uint32_t n_edges = 0;
     int32_t token = Tokenizer::kNoToken;
   };
-  std::vector<Node> nodes{1};  // nodes[0] is the root
-
-  void insert(std::string_view key, int32_t token);
-  // The child of `node` along byte c, or -1.
-  int32_t child(int32_t node, unsigned char c) const {
-    auto it = nodes[node].next.find(c);
-    return it == nodes[node].next.end() ? -1 : it->second;
-  }
-  bool empty() const { return nodes.size() == 1; }
+  std::vector<Node> nodes_{1};
+  std::vector<uint8_t> labels_;   // edge byte
+  std::vector<int32_t> targets_;  // edge target node
 };
 
 // WordPiece's words (BERT, "bert"): llama.cpp's normalization (optionally

@@ -138,7 +138,9 @@ void index_special_tokens(Tokenizer::Impl& t) {
   }
   std::stable_sort(t.special_tokens.begin(), t.special_tokens.end(),
                    [&](int32_t a, int32_t b) { return t.texts[a].size() > t.texts[b].size(); });
-  for (int32_t id : t.special_tokens) t.special_trie.insert(t.texts[id], id);
+  std::vector<std::pair<std::string_view, int32_t>> keys;
+  for (int32_t id : t.special_tokens) keys.emplace_back(t.texts[id], id);
+  t.special_trie = tok::ByteTrie(std::move(keys));
 }
 
 // WordPiece: BERT's normalizer options (lowercase, and strip_accents

@@ -64,13 +64,16 @@ Unigram::Unigram(const Tokenizer::Impl& vocab, std::string charsmap, Options opt
   }
 
   float min_score = FLT_MAX;
+  std::vector<std::pair<std::string_view, int32_t>> tokens, user_defined;
   for (int32_t id = 0; id < static_cast<int32_t>(vocab.texts.size()); ++id) {
     const TokenType type = vocab.types[id];
     if (type == TokenType::Normal) min_score = std::min(min_score, vocab.scores[id]);
     if (type == TokenType::Normal || type == TokenType::UserDefined || type == TokenType::Unused)
-      tokens_.insert(vocab.texts[id], id);
-    if (type == TokenType::UserDefined) user_defined_.insert(vocab.texts[id], id);
+      tokens.emplace_back(vocab.texts[id], id);
+    if (type == TokenType::UserDefined) user_defined.emplace_back(vocab.texts[id], id);
   }
+  tokens_ = ByteTrie(std::move(tokens));
+  user_defined_ = ByteTrie(std::move(user_defined));
   unknown_score_ = static_cast<double>(min_score - static_cast<float>(kUnknownPenalty));
 }
 
@@ -114,7 +117,7 @@ std::string Unigram::normalize(std::string_view text) const {
     // A user-defined token passes as it is: as far as the text follows that
     // trie (a prefix of such a token too, as llama.cpp walks it).
     size_t consumed = 0;
-    for (int32_t node = 0; offset + consumed < text.size(); ++consumed) {
+    for (int32_t node = ByteTrie::kRoot; offset + consumed < text.size(); ++consumed) {
       node = user_defined_.child(node, static_cast<uint8_t>(text[offset + consumed]));
       if (node < 0) break;
     }
@@ -164,11 +167,11 @@ void Unigram::tokenize(std::string_view text, std::vector<int32_t>& out) const {
     const size_t codepoint_bytes = std::min(utf8_len(normalized[start]), n - start);
     const double base = best[start].score;
     bool whole_codepoint = false;
-    int32_t node = 0;
+    int32_t node = ByteTrie::kRoot;
     for (size_t end = start; end < n;) {
       node = tokens_.child(node, static_cast<uint8_t>(normalized[end++]));
       if (node < 0) break;
-      const int32_t id = tokens_.nodes[node].token;
+      const int32_t id = tokens_.token(node);
       if (id == Tokenizer::kNoToken) continue;
       if (end - start == codepoint_bytes) whole_codepoint = true;
       // User-defined tokens score 0, above every log probability.
