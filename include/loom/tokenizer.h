@@ -3,8 +3,12 @@
 // merges by score over the text with spaces escaped as U+2581, byte fallback
 // to <0xXX> tokens) and byte-level BPE ("gpt2": a pre-tokenizer regex splits
 // the text into words, each word's bytes map to printable code points and
-// merge by rank). Control, unknown and user-defined tokens written in the
-// text are matched first (control/unknown only when parse_special is on).
+// merge by rank), WordPiece ("bert": normalized words split at punctuation,
+// each matched greedily longest-first, a word that cannot be matched becomes
+// [UNK]) and Unigram ("t5": SentencePiece normalization, then the
+// segmentation with the best sum of token scores). Control, unknown and
+// user-defined tokens written in the text are matched first (control/unknown
+// only when parse_special is on).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +29,12 @@ enum class TokenType : int32_t {
   Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
 };
 
-enum class TokenizerKind { Spm, Bpe };
+enum class TokenizerKind {
+  Spm,  // "llama": SentencePiece BPE
+  Bpe,  // "gpt2", "gemma4": byte-level BPE
+  Wpm,  // "bert": WordPiece
+  Ugm,  // "t5": SentencePiece Unigram
+};
 
 // The BPE pre-tokenizer (tokenizer.ggml.pre): one value per distinct set of
 // split rules in llama.cpp; every name llama.cpp accepts maps to one of them
@@ -81,7 +90,8 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   // add_special: prepend BOS (append EOS) as the vocabulary asks
-  // (tokenizer.ggml.add_bos_token / add_eos_token). parse_special: text
+  // (tokenizer.ggml.add_bos_token / add_eos_token); WordPiece always wraps
+  // the text in BOS ([CLS]) and SEP ([SEP]), as llama.cpp. parse_special: text
   // equal to a control or unknown token becomes that token.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
@@ -105,6 +115,7 @@ class Tokenizer {
   int32_t eos() const;
   int32_t unk() const;
   int32_t pad() const;
+  int32_t sep() const;  // WordPiece's [SEP]; kNoToken for the others
   bool add_bos() const;
   bool add_eos() const;
   bool add_space_prefix() const;

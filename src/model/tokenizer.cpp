@@ -1,5 +1,5 @@
-// Tokenizer: encode (special-token partition, then SPM or BPE per text
-// fragment), token pieces and decode, following llama.cpp's llama-vocab.
+// Tokenizer: encode (special-token partition, then SPM, BPE, WPM or UGM per
+// text fragment), token pieces and decode, following llama.cpp's llama-vocab.
 #include "loom/tokenizer.h"
 
 #include "loom/error.h"
@@ -82,7 +82,7 @@ std::string Tokenizer::Impl::piece(int32_t token, bool render_special) const {
         return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
       return {};
     case TokenType::Normal:
-      if (kind == TokenizerKind::Spm || escape_spaces) return replace_all(text, kEscapedSpace, " ");
+      if (kind != TokenizerKind::Bpe || escape_spaces) return replace_all(text, kEscapedSpace, " ");
       {
         std::string out;
         for (uint32_t cpt : tok::decode_utf8(text)) {
@@ -113,14 +113,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   // Which special tokens occur in the text at all (a trie walk per offset).
   std::vector<uint8_t> occurs(t.texts.size(), 0);
   bool any = false;
-  for (size_t start = 0; start < text.size() && t.special_trie.size() > 1; ++start) {
+  for (size_t start = 0; start < text.size() && !t.special_trie.empty(); ++start) {
     int32_t node = 0;
     for (size_t i = start; i < text.size(); ++i) {
-      auto it = t.special_trie[node].next.find(static_cast<unsigned char>(text[i]));
-      if (it == t.special_trie[node].next.end()) break;
-      node = it->second;
-      if (t.special_trie[node].token != kNoToken) {
-        occurs[t.special_trie[node].token] = 1;
+      node = t.special_trie.child(node, static_cast<unsigned char>(text[i]));
+      if (node < 0) break;
+      if (const int32_t id = t.special_trie.token(node); id != kNoToken) {
+        occurs[id] = 1;
         any = true;
       }
     }
@@ -149,8 +148,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     fragments = std::move(next);
   }
 
+  // WordPiece: add_special always wraps the text in [CLS] ... [SEP], as llama.cpp does.
+  const bool wpm = t.kind == TokenizerKind::Wpm;
   std::vector<int32_t> out;
-  if (add_special && t.add_bos) out.push_back(t.bos);
+  if (add_special && (t.add_bos || wpm)) out.push_back(t.bos);
   bool previous_special = true;  // SPM: the text after a special token (or at the start) gets a space prefix
   for (const Fragment& f : fragments) {
     if (f.token != kNoToken) {
@@ -163,6 +164,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       std::string prefixed = t.add_space_prefix && previous_special ? " " : "";
       prefixed.append(raw);
       t.spm_tokenize(replace_all(prefixed, " ", kEscapedSpace), out);
+    } else if (wpm) {
+      t.wpm_tokenize(raw, out);
+    } else if (t.kind == TokenizerKind::Ugm) {
+      t.unigram->tokenize(raw, out);
     } else if (t.escape_spaces) {
       t.bpe_tokenize(replace_all(raw, " ", kEscapedSpace), out);
     } else {
@@ -170,7 +175,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
     previous_special = false;
   }
-  if (add_special && t.add_eos) out.push_back(t.eos);
+  if (add_special && wpm) out.push_back(t.sep);
+  else if (add_special && t.add_eos) out.push_back(t.eos);
   return out;
 }
 
@@ -203,6 +209,7 @@ int32_t Tokenizer::bos() const { return impl_->bos; }
 int32_t Tokenizer::eos() const { return impl_->eos; }
 int32_t Tokenizer::unk() const { return impl_->unk; }
 int32_t Tokenizer::pad() const { return impl_->pad; }
+int32_t Tokenizer::sep() const { return impl_->sep; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::add_eos() const { return impl_->add_eos; }
 bool Tokenizer::add_space_prefix() const { return impl_->add_space_prefix; }

@@ -1,6 +1,7 @@
 // Internals shared by the tokenizer sources: the loaded vocabulary (Impl),
 // UTF-8 helpers that treat malformed input the way llama.cpp does, the
-// byte-level BPE symbol mapping, and the pre-tokenizer regexes (PCRE2).
+// byte-level BPE symbol mapping, the pre-tokenizer regexes (PCRE2), the
+// WordPiece normalizer (ICU) and the Unigram model.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "loom/tokenizer.h"
@@ -71,6 +73,71 @@ class PreSplitter {
   bool byte_encode_ = true;
 };
 
+// A trie over byte strings, each key ending at a node that holds its token,
+// stored flat (each node's edges sorted by byte, side by side), so that a
+// vocabulary of 250k tokens takes a few bytes per node.
+class ByteTrie {
+ public:
+  static constexpr int32_t kRoot = 0;
+  ByteTrie() = default;
+  // Keys may repeat: the last one's token wins.
+  explicit ByteTrie(std::vector<std::pair<std::string_view, int32_t>> keys);
+  // The child of `node` along byte c, or -1.
+  int32_t child(int32_t node, unsigned char c) const;
+  // The token whose key ends at `node`, or Tokenizer::kNoToken.
+  int32_t token(int32_t node) const { return nodes_[node].token; }
+  bool empty() const { return nodes_.size() <= 1; }
+
+ private:
+  struct Node {
+    uint32_t first_edge = 0;
+    uint32_t n_edges = 0;
+    int32_t token = Tokenizer::kNoToken;
+  };
+  std::vector<Node> nodes_{1};
+  std::vector<uint8_t> labels_;   // edge byte
+  std::vector<int32_t> targets_;  // edge target node
+};
+
+// WordPiece's words (BERT, "bert"): llama.cpp's normalization (optionally
+// each code point to the first of its NFD decomposition, marks dropped, and
+// lowercase), split at whitespace, with punctuation, ASCII symbols and CJK
+// ideographs as words of their own; control characters, U+0000 and U+FFFD
+// are dropped.
+std::vector<std::string> wordpiece_words(std::string_view text, bool lowercase, bool strip_accents);
+
+// The Unigram model ("t5"): SentencePiece's normalizer (a precompiled
+// character map, spaces as U+2581) and a Viterbi search for the segmentation
+// with the best sum of token scores, unknown code points costing the lowest
+// score minus 10.
+class Unigram {
+ public:
+  struct Options {
+    bool add_space_prefix = false;          // a U+2581 before the text
+    bool remove_extra_whitespaces = false;  // runs of spaces become one, leading/trailing ones go
+  };
+  // charsmap: tokenizer.ggml.precompiled_charsmap (may be empty); throws
+  // loom::Error naming `path` when it is malformed.
+  Unigram(const Tokenizer::Impl& vocab, std::string charsmap, Options options, const std::string& path);
+  // The text as the model sees it (spaces escaped as U+2581).
+  std::string normalize(std::string_view text) const;
+  void tokenize(std::string_view text, std::vector<int32_t>& out) const;
+
+ private:
+  // The replacement for the longest prefix of `text` the character map
+  // holds, and that prefix's length (0 when none).
+  std::pair<std::string_view, size_t> map_prefix(std::string_view text) const;
+
+  const Tokenizer::Impl& vocab_;
+  Options options_;
+  std::string charsmap_;  // 4-byte size of the double array, the array, replacement strings
+  std::vector<uint32_t> units_;  // the double array (XCDA units)
+  std::string_view replacements_;
+  ByteTrie tokens_;        // normal, user-defined and unused tokens
+  ByteTrie user_defined_;  // passed through the normalizer as they are
+  double unknown_score_ = 0.0;
+};
+
 // Hash that lets std::unordered_map<std::string, ...> be probed with a
 // string_view without allocating.
 struct StringHash {
@@ -96,7 +163,7 @@ struct Tokenizer::Impl {
   tok::TokenMap merge_ranks;  // "left right" -> rank
 
   int32_t bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken;
-  int32_t eot = kNoToken, eom = kNoToken;
+  int32_t eot = kNoToken, eom = kNoToken, sep = kNoToken;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   bool ignore_merges = false, clean_spaces = false;
   bool escape_spaces = false;  // BPE over text with spaces as U+2581 (Gemma 4)
@@ -106,13 +173,12 @@ struct Tokenizer::Impl {
   // Control, unknown and user-defined tokens, longest first, and a trie over
   // their texts to find which of them occur in a text.
   std::vector<int32_t> special_tokens;
-  struct TrieNode {
-    std::unordered_map<unsigned char, int32_t> next;
-    int32_t token = kNoToken;
-  };
-  std::vector<TrieNode> special_trie;
+  tok::ByteTrie special_trie;
 
-  std::unique_ptr<tok::PreSplitter> splitter;
+  std::unique_ptr<tok::PreSplitter> splitter;  // BPE
+  std::unique_ptr<tok::Unigram> unigram;       // UGM
+  bool lowercase = true, strip_accents = true;  // WPM normalizer
+  size_t max_token_bytes = 0;                   // WPM: the longest token text
   std::vector<std::string> pieces;  // token_to_piece with render_special
 
   int32_t lookup(std::string_view text) const {
@@ -124,6 +190,7 @@ struct Tokenizer::Impl {
 
   void spm_tokenize(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_tokenize(std::string_view text, std::vector<int32_t>& out) const;
+  void wpm_tokenize(std::string_view text, std::vector<int32_t>& out) const;
   std::string piece(int32_t token, bool render_special) const;
 };
 

@@ -1,6 +1,7 @@
 // Tokenizer::from_gguf: reads and checks tokenizer.ggml.* and applies the
 // per-model defaults llama.cpp applies (special ids, add_bos, space prefix,
-// space clean-up, end-of-generation tokens found by their text).
+// space clean-up, normalizer options, end-of-generation tokens found by their
+// text).
 #include <algorithm>
 #include <cctype>
 
@@ -16,6 +17,7 @@ constexpr std::string_view kTokens = "tokenizer.ggml.tokens";
 constexpr std::string_view kScores = "tokenizer.ggml.scores";
 constexpr std::string_view kTypes = "tokenizer.ggml.token_type";
 constexpr std::string_view kMerges = "tokenizer.ggml.merges";
+constexpr std::string_view kCharsmap = "tokenizer.ggml.precompiled_charsmap";
 
 // Token texts llama.cpp treats as end of generation (and as control tokens).
 constexpr std::string_view kEogTexts[] = {
@@ -108,6 +110,7 @@ void read_special_ids(const gguf::File& file, Tokenizer::Impl& t) {
   read("eot", t.eot);
   read("eom", t.eom);
   read("unknown", t.unk);
+  read("seperator", t.sep);  // sic: llama.cpp's key
   read("padding", t.pad);
 }
 
@@ -135,19 +138,40 @@ void index_special_tokens(Tokenizer::Impl& t) {
   }
   std::stable_sort(t.special_tokens.begin(), t.special_tokens.end(),
                    [&](int32_t a, int32_t b) { return t.texts[a].size() > t.texts[b].size(); });
-  t.special_trie.assign(1, {});
-  for (int32_t id : t.special_tokens) {
-    int32_t node = 0;
-    for (unsigned char c : t.texts[id]) {
-      auto it = t.special_trie[node].next.find(c);
-      if (it == t.special_trie[node].next.end()) {
-        t.special_trie.emplace_back();
-        it = t.special_trie[node].next.emplace(c, static_cast<int32_t>(t.special_trie.size() - 1)).first;
-      }
-      node = it->second;
-    }
-    t.special_trie[node].token = id;
+  std::vector<std::pair<std::string_view, int32_t>> keys;
+  for (int32_t id : t.special_tokens) keys.emplace_back(t.texts[id], id);
+  t.special_trie = tok::ByteTrie(std::move(keys));
+}
+
+// WordPiece: BERT's normalizer options (lowercase, and strip_accents
+// following it unless set), and the ids encode must have at hand.
+void read_wordpiece_options(const gguf::File& file, Tokenizer::Impl& t) {
+  t.lowercase = get_bool_or(file, "tokenizer.ggml.normalizer.lowercase", true);
+  t.strip_accents = get_bool_or(file, "tokenizer.ggml.normalizer.strip_accents", t.lowercase);
+  for (const auto& [id, name] : {std::pair{t.bos, "bos ([CLS])"}, {t.sep, "seperator ([SEP])"}, {t.unk, "unknown"}})
+    if (id == Tokenizer::kNoToken)
+      fail("{}: a WordPiece vocabulary needs a {} token, but its default id is outside the vocabulary of {} tokens "
+           "and tokenizer.ggml does not name one",
+           file.path(), name, t.texts.size());
+  for (const std::string& text : t.texts) t.max_token_bytes = std::max(t.max_token_bytes, text.size());
+}
+
+void read_unigram_options(const gguf::File& file, Tokenizer::Impl& t) {
+  if (t.unk == Tokenizer::kNoToken)
+    fail("{}: a Unigram vocabulary needs an unknown token, but tokenizer.ggml.unknown_token_id is not set and the "
+         "default id 2 is outside the vocabulary",
+         file.path());
+  std::string charsmap;
+  if (const gguf::Value* v = file.find(kCharsmap)) {
+    if (v->type != gguf::ValueType::Array || (v->array_type != gguf::ValueType::U8 && v->array_type != gguf::ValueType::I8))
+      fail("{}: {} must be an array of u8", file.path(), kCharsmap);
+    const std::vector<uint8_t>& bytes = v->as_array().scalar_bytes();
+    charsmap.assign(bytes.begin(), bytes.end());
   }
+  tok::Unigram::Options options;
+  options.add_space_prefix = t.add_space_prefix;
+  options.remove_extra_whitespaces = get_bool_or(file, "tokenizer.ggml.remove_extra_whitespaces", false);
+  t.unigram = std::make_unique<tok::Unigram>(t, std::move(charsmap), options, file.path());
 }
 
 }  // namespace
@@ -190,8 +214,23 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
     t->clean_spaces = info->clean_spaces;
     t->escape_spaces = tok::escapes_spaces(info->pre);
     if (info->no_bos) t->bos = kNoToken;
+  } else if (t->model == "bert") {
+    t->kind = TokenizerKind::Wpm;
+    t->bos = 101;  // [CLS]
+    t->unk = 100;
+    t->sep = 102;
+    t->pad = 0;
+    t->add_bos = true;
+    t->clean_spaces = true;
+  } else if (t->model == "t5") {
+    t->kind = TokenizerKind::Ugm;
+    t->eos = 1;
+    t->unk = 2;
+    t->pad = 0;
+    t->add_eos = true;
   } else {
-    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2, gemma4)", file.path(), t->model);
+    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2, gemma4, bert, t5)", file.path(),
+         t->model);
   }
 
   read_tokens(file, *t);
@@ -215,11 +254,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
   t->add_space_prefix = get_bool_or(file, "tokenizer.ggml.add_space_prefix", t->add_space_prefix);
   t->add_bos = get_bool_or(file, "tokenizer.ggml.add_bos_token", t->add_bos);
   t->add_eos = get_bool_or(file, "tokenizer.ggml.add_eos_token", t->add_eos);
+  if (t->kind == TokenizerKind::Wpm) read_wordpiece_options(file, *t);
   if (t->pre == PreTokenizer::Gemma4) t->add_bos = true;  // llama.cpp overrides add_bos_token = false for Gemma 4
   if (t->add_bos && t->bos == kNoToken)
     fail("{}: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is not set", file.path());
-  if (t->add_eos && t->eos == kNoToken)
+  if (t->add_eos && t->eos == kNoToken && t->kind != TokenizerKind::Wpm)  // WordPiece ends with [SEP] instead
     fail("{}: tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is not set", file.path());
+
+  // Before the end-of-generation texts turn into control tokens: llama.cpp
+  // builds the Unigram's token trie from the types as the file has them.
+  if (t->kind == TokenizerKind::Ugm) read_unigram_options(file, *t);
 
   find_end_of_generation(*t);
   index_special_tokens(*t);

@@ -1,6 +1,7 @@
 // Fuzz target: every tokenizer style on arbitrary bytes (encode, then decode
 // of the result) and decode of arbitrary ids, with generated vocabularies.
-// Byte 0 picks the style and the flags; the rest is the text, or the ids.
+// Byte 0 picks the style (SPM, three BPE, WordPiece, Unigram with and
+// without a character map) and the flags; the rest is the text, or the ids.
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,8 +15,10 @@
 
 namespace {
 
-const loom::TokenizerStyle kStyles[] = {loom::TokenizerStyle::Spm, loom::TokenizerStyle::Bpe,
-                                        loom::TokenizerStyle::BpeLlama3, loom::TokenizerStyle::BpeQwen2};
+const loom::TokenizerStyle kStyles[] = {loom::TokenizerStyle::Spm,       loom::TokenizerStyle::Bpe,
+                                        loom::TokenizerStyle::BpeLlama3, loom::TokenizerStyle::BpeQwen2,
+                                        loom::TokenizerStyle::Wpm,       loom::TokenizerStyle::Ugm,
+                                        loom::TokenizerStyle::UgmCharsmap};
 
 std::unique_ptr<loom::Tokenizer> make_tokenizer(loom::TokenizerStyle style) {
   loom::gguf::Writer w;
@@ -52,7 +55,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t control = data[0];
-  const auto& tok = *tokenizers()[control % 4];
+  // Bits 0-1 and 6-7 pick the style (inputs with bits 6-7 clear keep the
+  // first four), bits 2-5 the flags.
+  const auto& tok = *tokenizers()[((control & 3) | (control >> 6) << 2) % std::size(kStyles)];
   const bool add_special = control & 4, parse_special = control & 8, render_special = control & 16;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   if (control & 32) {

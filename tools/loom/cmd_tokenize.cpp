@@ -81,7 +81,9 @@ int run_batch(const Tokenizer& tok, const std::string& path) {
     const std::vector<int32_t> ids_special = tok.encode(text, false, true);
     results.push_back({{"text", text}, {"ids", ids}, {"ids_special", ids_special}, {"decoded", tok.decode(ids)}});
   }
-  nlohmann::json out = {{"n_vocab", tok.n_vocab()}, {"bos", tok.bos()},     {"eos", tok.eos()},
+  // An id the vocabulary lacks is null, as node-llama-cpp reports it.
+  auto id_or_null = [](int32_t id) { return id == Tokenizer::kNoToken ? nlohmann::json() : nlohmann::json(id); };
+  nlohmann::json out = {{"n_vocab", tok.n_vocab()}, {"bos", id_or_null(tok.bos())}, {"eos", id_or_null(tok.eos())},
                         {"add_bos", tok.add_bos()}, {"results", results}};
   std::printf("%s\n", dump(out).c_str());
   return 0;
@@ -105,9 +107,10 @@ int cmd_tokenize(int argc, char** argv) {
              {{"--batch"}, "FILE", "tokenize each string of a JSON array (for the llama.cpp parity test)"},
              {{"--write-vocab"}, "OUT", "write a vocabulary-only GGUF file from the built-in generator"},
              {{"--style"}, "STYLE",
-              "generated vocabulary style: spm, spm-gemma, bpe, or bpe-NAME for any tokenizer.ggml.pre name "
-              "llama.cpp knows, e.g. bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4 (default spm)"},
-             {{"--list-styles"}, "", "print every generated vocabulary style, one a line (one per pre-tokenizer)"},
+              "generated vocabulary style: spm, spm-gemma, bpe, bpe-NAME for any tokenizer.ggml.pre name "
+              "llama.cpp knows (e.g. bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4), wpm (WordPiece), ugm "
+              "(Unigram) or ugm-charsmap (Unigram with a precompiled character map) (default spm)"},
+             {{"--list-styles"}, "", "print every generated vocabulary style, one a line (one per BPE pre-tokenizer)"},
              {{"--n-vocab"}, "N", "generated vocabulary size (default 32000)"}});
   args.parse(argc, argv);
   if (args.has("--help")) {

@@ -1,6 +1,8 @@
 // Generated vocabularies for `loom make-model`: byte-pair merges learned
 // from the built-in text, written as a complete SPM or byte-level BPE
-// vocabulary that llama.cpp loads and tokenizes exactly as Loom does.
+// vocabulary (WordPiece and Unigram: vocab_gen_wordpiece.cpp,
+// vocab_gen_unigram.cpp) that llama.cpp loads and tokenizes exactly as Loom
+// does.
 #include "model_gen/vocab_gen.h"
 
 #include <algorithm>
@@ -12,112 +14,13 @@
 #include "loom/error.h"
 #include "loom/gguf.h"
 #include "loom/tokenizer.h"
+#include "model_gen/vocab_learn.h"
 #include "tokenizer_internal.h"
 
 namespace loom {
 namespace {
 
-using Symbols = std::vector<std::string>;
-using Merge = std::pair<std::string, std::string>;
-
-struct Word {
-  Symbols symbols;
-  int64_t count;
-};
-
-// Counts distinct words in first-seen order, each split into UTF-8 characters.
-std::vector<Word> count_words(const std::vector<std::string>& words) {
-  std::vector<Word> out;
-  std::unordered_map<std::string, size_t> index;
-  for (const std::string& w : words) {
-    if (w.empty()) continue;
-    auto [it, inserted] = index.emplace(w, out.size());
-    if (!inserted) {
-      ++out[it->second].count;
-      continue;
-    }
-    Symbols symbols;
-    for (size_t i = 0; i < w.size();) {
-      const size_t n = std::min(tok::utf8_len(w[i]), w.size() - i);
-      symbols.push_back(w.substr(i, n));
-      i += n;
-    }
-    out.push_back({std::move(symbols), 1});
-  }
-  return out;
-}
-
-// Classic BPE training: merge the most frequent adjacent pair (ties: the
-// smallest pair), until `keep` says stop or no pair is left. Pair counts are
-// updated only for the words that hold the merged pair.
-template <class Keep>
-std::vector<Merge> learn_merges(std::vector<Word> words, Keep keep) {
-  std::map<Merge, int64_t> pairs;
-  std::map<Merge, std::set<size_t>> holders;  // words that held the pair (some may no longer)
-  auto count = [&](size_t index, int64_t sign) {
-    const Word& w = words[index];
-    for (size_t i = 1; i < w.symbols.size(); ++i) {
-      const Merge pair{w.symbols[i - 1], w.symbols[i]};
-      auto it = pairs.emplace(pair, 0).first;
-      it->second += sign * w.count;
-      if (it->second == 0) pairs.erase(it);
-      if (sign > 0) holders[pair].insert(index);
-    }
-  };
-  for (size_t i = 0; i < words.size(); ++i) count(i, +1);
-
-  std::vector<Merge> merges;
-  while (!pairs.empty()) {
-    auto best = pairs.begin();
-    for (auto it = pairs.begin(); it != pairs.end(); ++it)
-      if (it->second > best->second) best = it;
-    if (!keep(best->first)) break;
-    const Merge merge = best->first;
-    merges.push_back(merge);
-    const std::string joined = merge.first + merge.second;
-    for (size_t index : std::set<size_t>(holders[merge])) {
-      count(index, -1);
-      Symbols next;
-      Symbols& symbols = words[index].symbols;
-      for (size_t i = 0; i < symbols.size(); ++i) {
-        if (i + 1 < symbols.size() && symbols[i] == merge.first && symbols[i + 1] == merge.second) {
-          next.push_back(joined);
-          ++i;
-        } else {
-          next.push_back(symbols[i]);
-        }
-      }
-      symbols = std::move(next);
-      count(index, +1);
-    }
-  }
-  return merges;
-}
-
-struct Vocab {
-  std::vector<std::string> tokens;
-  std::vector<float> scores;
-  std::vector<int32_t> types;
-  std::vector<std::string> merges;
-  void add(std::string text, TokenType type, float score = 0.0f) {
-    tokens.push_back(std::move(text));
-    types.push_back(static_cast<int32_t>(type));
-    scores.push_back(score);
-  }
-};
-
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
-
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  for (size_t pos = 0;;) {
-    const size_t hit = text.find(from, pos);
-    out.append(text.substr(pos, hit == std::string_view::npos ? std::string_view::npos : hit - pos));
-    if (hit == std::string_view::npos) return out;
-    out.append(to);
-    pos = hit + from.size();
-  }
-}
+using namespace vocab_gen;
 
 constexpr std::string_view kBos = "<|begin_of_text|>";
 constexpr std::string_view kEos = "<|end_of_text|>";
@@ -240,6 +143,35 @@ Vocab build_bpe(PreTokenizer pre, int n_vocab) {
   return v;
 }
 
+// WordPiece and Unigram leave the special ids (and BOS/EOS flags) to
+// llama.cpp's defaults for them, naming only the separator and padding.
+void write_wordpiece_or_unigram(gguf::Writer& writer, TokenizerStyle style, int n_vocab) {
+  if (style.model == TokenizerStyle::Model::Wpm) {
+    const Vocab v = build_wordpiece(n_vocab);
+    writer.set("tokenizer.ggml.model", gguf::Value::string("bert"));
+    writer.set("tokenizer.ggml.tokens", gguf::Value::strings(v.tokens));
+    writer.set("tokenizer.ggml.token_type", gguf::Value::i32s(v.types));
+    writer.set("tokenizer.ggml.seperator_token_id", gguf::Value::u32(102));
+    writer.set("tokenizer.ggml.padding_token_id", gguf::Value::u32(0));
+    return;
+  }
+  const bool charsmap = style.model == TokenizerStyle::Model::UgmCharsmap;
+  const Vocab v = build_unigram(n_vocab);
+  writer.set("tokenizer.ggml.model", gguf::Value::string("t5"));
+  writer.set("tokenizer.ggml.tokens", gguf::Value::strings(v.tokens));
+  writer.set("tokenizer.ggml.scores", gguf::Value::f32s(v.scores));
+  writer.set("tokenizer.ggml.token_type", gguf::Value::i32s(v.types));
+  writer.set("tokenizer.ggml.padding_token_id", gguf::Value::u32(0));
+  writer.set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(true));
+  writer.set("tokenizer.ggml.remove_extra_whitespaces", gguf::Value::boolean(charsmap));
+  if (charsmap) {
+    const std::vector<uint8_t> bytes = build_precompiled_charsmap(test_charsmap_entries());
+    gguf::Array array(gguf::ValueType::U8);
+    array.append_scalars(bytes.data(), bytes.size());
+    writer.set("tokenizer.ggml.precompiled_charsmap", gguf::Value::array(std::move(array)));
+  }
+}
+
 }  // namespace
 
 TokenizerStyle parse_tokenizer_style(std::string_view name) {
@@ -248,11 +180,14 @@ TokenizerStyle parse_tokenizer_style(std::string_view name) {
   if (name == "bpe" || name == "gpt2") return TokenizerStyle::Bpe;
   if (name == "llama3" || name == "bpe-llama3") return TokenizerStyle::BpeLlama3;
   if (name == "qwen2") return TokenizerStyle::BpeQwen2;
+  if (name == "wpm" || name == "bert") return TokenizerStyle::Wpm;
+  if (name == "ugm" || name == "t5") return TokenizerStyle::Ugm;
+  if (name == "ugm-charsmap") return TokenizerStyle::UgmCharsmap;
   if (name.starts_with("bpe-"))
     if (const tok::PreInfo* info = tok::find_pre(name.substr(4)))
       return {TokenizerStyle::Model::Bpe, info->pre};
-  fail("unknown tokenizer style '{}' (expected spm, spm-gemma, bpe, or bpe-NAME for a tokenizer.ggml.pre name such "
-       "as bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4)",
+  fail("unknown tokenizer style '{}' (expected spm, spm-gemma, bpe, bpe-NAME for a tokenizer.ggml.pre name such "
+       "as bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4, wpm, ugm or ugm-charsmap)",
        name);
 }
 
@@ -260,6 +195,9 @@ std::string tokenizer_style_name(TokenizerStyle style) {
   switch (style.model) {
     case TokenizerStyle::Model::Spm: return "spm";
     case TokenizerStyle::Model::SpmGemma: return "spm-gemma";
+    case TokenizerStyle::Model::Wpm: return "wpm";
+    case TokenizerStyle::Model::Ugm: return "ugm";
+    case TokenizerStyle::Model::UgmCharsmap: return "ugm-charsmap";
     case TokenizerStyle::Model::Bpe: break;
   }
   return fmt::format("bpe-{}", pre_tokenizer_name(style.pre));
@@ -268,6 +206,7 @@ std::string tokenizer_style_name(TokenizerStyle style) {
 std::vector<TokenizerStyle> all_tokenizer_styles() {
   std::vector<TokenizerStyle> styles = {TokenizerStyle::Spm, TokenizerStyle::SpmGemma};
   for (PreTokenizer pre : all_pre_tokenizers()) styles.push_back({TokenizerStyle::Model::Bpe, pre});
+  styles.insert(styles.end(), {TokenizerStyle::Wpm, TokenizerStyle::Ugm, TokenizerStyle::UgmCharsmap});
   return styles;
 }
 
@@ -275,6 +214,9 @@ int min_vocab_size(TokenizerStyle style) {
   switch (style.model) {
     case TokenizerStyle::Model::Spm: return 3 + 256 + 1;
     case TokenizerStyle::Model::SpmGemma: return static_cast<int>(std::size(kGemmaSpecial)) + 256 + 1;
+    case TokenizerStyle::Model::Wpm: return 104 + 1;  // BERT's special ids, one piece
+    case TokenizerStyle::Model::Ugm:
+    case TokenizerStyle::Model::UgmCharsmap: return 4 + 1;  // <pad> </s> <unk> <br>, one piece
     case TokenizerStyle::Model::Bpe: break;
   }
   return 256 + 2;
@@ -284,6 +226,9 @@ void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_
   if (n_vocab < min_vocab_size(style))
     fail("a '{}' vocabulary needs at least {} tokens, asked for {}", tokenizer_style_name(style), min_vocab_size(style),
          n_vocab);
+  if (style.model == TokenizerStyle::Model::Wpm || style.model == TokenizerStyle::Model::Ugm ||
+      style.model == TokenizerStyle::Model::UgmCharsmap)
+    return write_wordpiece_or_unigram(writer, style, n_vocab);
   const bool spm = style.model != TokenizerStyle::Model::Bpe;
   const bool gemma = style.model == TokenizerStyle::Model::SpmGemma;
   const Vocab v = spm ? build_spm(gemma, n_vocab) : build_bpe(style.pre, n_vocab);
