@@ -154,7 +154,8 @@ for (let round = 0; round < rounds; ++round) {
           add("llama.cpp", path, t, ns, {
             engine: "llama.cpp", build_commit: llamaVersion, cpu_info: cpuInfo, devices: "CPU",
             model_filename: path, model_type: side.model.typeDescription, n_batch: batch, n_ubatch: batch,
-            n_threads: threads, type_k: "f16", type_v: "f16", n_gpu_layers: 0, use_mmap: 1, flash_attn: 0,
+            n_threads: threads, type_k: "f16", type_v: "f16", n_gpu_layers: 0, use_mmap: 1,
+            flash_attn: side.context.flashAttention === true ? "on" : side.context.flashAttention === false ? "off" : "auto",
             n_prompt: t.p, n_gen: t.n, n_depth: t.d, test_time: new Date().toISOString()});
         }
       }
