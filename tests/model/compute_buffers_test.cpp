@@ -7,14 +7,13 @@
 // cells as they were, so the same decode can be retried.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <unistd.h>
 
 #include "loom/error.h"
 #include "loom/fault_injection.h"
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/temp_model.h"
 
 namespace loom {
 namespace {
@@ -22,9 +21,6 @@ namespace {
 class ComputeBuffersTest : public ::testing::TestWithParam<FlashAttn> {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string((std::filesystem::temp_directory_path() /
-                             ("loom_compute_buffers_" + std::to_string(::getpid()) + ".gguf"))
-                                .string());
     ModelSpec s;
     s.n_vocab = 300;
     s.n_embd = 64;
@@ -33,11 +29,10 @@ class ComputeBuffersTest : public ::testing::TestWithParam<FlashAttn> {
     s.n_head_kv = 2;
     s.n_ff = 96;
     s.n_ctx = 512;
-    write_random_model(s, DType::Q8_0, 9, *path_);
+    model_ = new test::TempModel("compute_buffers", s, DType::Q8_0, 9);
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove(*path_);
-    delete path_;
+    delete model_;
   }
 
   SessionOptions options(ComputeBuffers c) const {
@@ -62,12 +57,12 @@ class ComputeBuffersTest : public ::testing::TestWithParam<FlashAttn> {
     }();
     return f;
   }
-  static std::string* path_;
+  static test::TempModel* model_;
 };
-std::string* ComputeBuffersTest::path_ = nullptr;
+test::TempModel* ComputeBuffersTest::model_ = nullptr;
 
 TEST_P(ComputeBuffersTest, GrowFollowsTheContextUpToTheWorstCase) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   Session worst(*m, options(ComputeBuffers::Worst));
   Session grow(*m, options(ComputeBuffers::Grow));
   const size_t reserved = worst.compute_buffer_bytes();
@@ -93,7 +88,7 @@ TEST_P(ComputeBuffersTest, GrowFollowsTheContextUpToTheWorstCase) {
 }
 
 TEST_P(ComputeBuffersTest, ShrinkGivesTheMemoryBack) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   Session fresh(*m, options(ComputeBuffers::Grow));
   const std::vector<float> expected = fresh.decode(prompt(), true);
   const size_t fresh_bytes = fresh.compute_buffer_bytes();
@@ -112,7 +107,7 @@ TEST_P(ComputeBuffersTest, ShrinkGivesTheMemoryBack) {
 }
 
 TEST_P(ComputeBuffersTest, AFailedGrowthLeavesTheCacheAsItWas) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   Session reference(*m, options(ComputeBuffers::Grow));
   reference.decode(prompt());
   const std::vector<float> expected = reference.decode(filler(), true);

@@ -5,11 +5,9 @@
 // without fused attention is refused, saying to turn it on.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <set>
 #include <string>
 
@@ -17,6 +15,7 @@
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/temp_model.h"
 #include "support/fake_device.h"
 #include "test_devices.h"
 
@@ -26,8 +25,6 @@ namespace {
 class FlashAttnModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string(
-        (std::filesystem::temp_directory_path() / ("loom_flash_attn_" + std::to_string(::getpid()) + ".gguf")).string());
     ModelSpec s;
     s.n_vocab = 300;
     s.n_embd = 256;
@@ -37,11 +34,10 @@ class FlashAttnModel : public ::testing::Test {
     s.n_ff = 192;
     s.n_ctx = 512;
     // f32 weights: the attention path and the cache are all that differ.
-    write_random_model(s, DType::F32, 11, *path_);
+    model_ = new test::TempModel("flash_attn", s, DType::F32, 11);
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove(*path_);
-    delete path_;
+    delete model_;
   }
 
   // A prompt's logits, then those of fixed next tokens, after `depth`
@@ -73,13 +69,13 @@ class FlashAttnModel : public ::testing::Test {
 
   static std::unique_ptr<Model> on_two_opencl_devices() {
     // Layer 0 on OpenCL0, layer 1 on OpenCL1: each runs its own flash_attn_ext.
-    return Model::load(*path_, test::cpu_and_devices_of(test::DeviceKind::OpenCL),
+    return Model::load(model_->path(), test::cpu_and_devices_of(test::DeviceKind::OpenCL),
                        {.placement = {.n_gpu_layers = 3, .tensor_split = {1.0f, 1.0f}}});
   }
 
-  static std::string* path_;
+  static test::TempModel* model_;
 };
-std::string* FlashAttnModel::path_ = nullptr;
+test::TempModel* FlashAttnModel::model_ = nullptr;
 
 // The f16 cache either way: the paths differ only in f32 rounding and sum
 // order (measured max |diff| / range on AVX-512: CPU 2.1e-6 / 2.8e-6,
@@ -88,7 +84,7 @@ std::string* FlashAttnModel::path_ = nullptr;
 constexpr double kOnVsOff = 1e-4;
 
 TEST_F(FlashAttnModel, OnFollowsOffOnCpu) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   for (int depth : {0, 300}) {
     const double err = relative_error(logits(*m, FlashAttn::On, DType::F16, depth), logits(*m, FlashAttn::Off, DType::F16, depth));
     std::printf("[ -fa on vs off ] CPU, depth %d: max |logit difference| / range %.2g\n", depth, err);
@@ -98,7 +94,7 @@ TEST_F(FlashAttnModel, OnFollowsOffOnCpu) {
 
 TEST_F(FlashAttnModel, OnFollowsOffOnTwoOpenClDevices) {
   REQUIRE_OPENCL(2);
-  auto cpu = Model::load(*path_, {&Registry::get().cpu()});
+  auto cpu = Model::load(model_->path(), {&Registry::get().cpu()});
   auto split = on_two_opencl_devices();
   for (int depth : {0, 300}) {
     const std::vector<float> want = logits(*cpu, FlashAttn::Off, DType::F16, depth);
@@ -123,7 +119,7 @@ class QuantizedVCache : public FlashAttnModel, public ::testing::WithParamInterf
 TEST_P(QuantizedVCache, FollowsTheF16CacheOnCpuAndOpenCl) {
   const VCase c = GetParam();
   const std::string name(type_name(c.type));
-  auto cpu = Model::load(*path_, {&Registry::get().cpu()});
+  auto cpu = Model::load(model_->path(), {&Registry::get().cpu()});
   const std::vector<float> want = logits(*cpu, FlashAttn::On);
   const double err = relative_error(logits(*cpu, FlashAttn::On, c.type), want);
   std::printf("[ %s V cache, -fa on ] CPU: max |logit difference| / range against f16 %.2g\n", name.c_str(), err);
@@ -153,7 +149,7 @@ std::string session_error(const Model& m, SessionOptions o) {
 }
 
 TEST_F(FlashAttnModel, AutoIsOnWhereEveryLayerDeviceRunsIt) {
-  auto cpu = Model::load(*path_, {&Registry::get().cpu()});
+  auto cpu = Model::load(model_->path(), {&Registry::get().cpu()});
   EXPECT_TRUE(Session(*cpu, {.n_ctx = 64}).flash_attn());  // the default is auto
   EXPECT_FALSE(Session(*cpu, {.n_ctx = 64, .flash_attn = FlashAttn::Off}).flash_attn());
 
@@ -162,7 +158,7 @@ TEST_F(FlashAttnModel, AutoIsOnWhereEveryLayerDeviceRunsIt) {
   test::FakeDevice plain({.name = "FakeNoFA", .ops = std::set<Op>{Op::GetRows, Op::SetRows, Op::Cpy, Op::Cont, Op::Add,
                                                                   Op::Mul, Op::Scale, Op::MulMat, Op::RmsNorm, Op::Rope,
                                                                   Op::SoftMax, Op::Silu}});
-  auto mixed = Model::load(*path_, {&Registry::get().cpu(), &plain}, {.placement = {.n_gpu_layers = 1}});
+  auto mixed = Model::load(model_->path(), {&Registry::get().cpu(), &plain}, {.placement = {.n_gpu_layers = 1}});
   EXPECT_FALSE(Session(*mixed, {.n_ctx = 64}).flash_attn());
   EXPECT_TRUE(Session(*mixed, {.n_ctx = 64, .flash_attn = FlashAttn::On}).flash_attn());  // on stays on
   const std::string msg = session_error(*mixed, {.n_ctx = 64, .type_v = DType::Q8_0});
@@ -170,7 +166,7 @@ TEST_F(FlashAttnModel, AutoIsOnWhereEveryLayerDeviceRunsIt) {
 }
 
 TEST_F(FlashAttnModel, QuantizedVWithoutFusedAttentionIsRefusedSayingFaOn) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
     const std::string msg = session_error(*m, {.n_ctx = 64, .type_v = t, .flash_attn = FlashAttn::Off});
     EXPECT_NE(msg.find("V cache type " + std::string(type_name(t)) + " needs fused attention (-fa on"),

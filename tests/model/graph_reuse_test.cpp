@@ -5,13 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <unistd.h>
 
 #include "loom/error.h"
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/temp_model.h"
 
 namespace loom {
 namespace {
@@ -19,8 +18,6 @@ namespace {
 class SessionGraphReuse : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string(
-        (std::filesystem::temp_directory_path() / ("loom_graph_reuse_" + std::to_string(::getpid()) + ".gguf")).string());
     ModelSpec s;
     s.n_vocab = 300;
     s.n_embd = 64;
@@ -29,11 +26,10 @@ class SessionGraphReuse : public ::testing::Test {
     s.n_head_kv = 2;
     s.n_ff = 96;
     s.n_ctx = 512;
-    write_random_model(s, DType::Q8_0, 5, *path_);
+    model_ = new test::TempModel("graph_reuse", s, DType::Q8_0, 5);
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove(*path_);
-    delete path_;
+    delete model_;
   }
 
   // A prompt, then greedy generation: every decode's logits, concatenated.
@@ -53,12 +49,12 @@ class SessionGraphReuse : public ::testing::Test {
     if (stats) *stats = s.stats();
     return all;
   }
-  static std::string* path_;
+  static test::TempModel* model_;
 };
-std::string* SessionGraphReuse::path_ = nullptr;
+test::TempModel* SessionGraphReuse::model_ = nullptr;
 
 TEST_F(SessionGraphReuse, SameLogitsWithAndWithoutReuse) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   SessionStats on_stats, off_stats;
   const auto on = generate(*m, {.n_threads = 2, .reuse_graph = true}, &on_stats);
   const auto off = generate(*m, {.n_threads = 2, .reuse_graph = false}, &off_stats);
@@ -75,14 +71,14 @@ TEST_F(SessionGraphReuse, SameLogitsWithAndWithoutReuse) {
 }
 
 TEST_F(SessionGraphReuse, SameLogitsAtEveryPollLevel) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   const auto want = generate(*m, {.n_threads = 2, .poll = 0});
   EXPECT_EQ(generate(*m, {.n_threads = 2, .poll = 100}), want);
   EXPECT_EQ(generate(*m, {.n_threads = 3, .poll = 50}), want);
 }
 
 TEST_F(SessionGraphReuse, PollOutsideTheRangeIsRefused) {
-  auto m = Model::load(*path_, {&Registry::get().cpu()});
+  auto m = Model::load(model_->path(), {&Registry::get().cpu()});
   EXPECT_THROW(Session(*m, {.n_ctx = 32, .poll = 101}), Error);
 }
 

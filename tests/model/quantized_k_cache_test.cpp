@@ -6,14 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "loom/error.h"
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/temp_model.h"
 #include "test_devices.h"
 
 namespace loom {
@@ -29,9 +28,6 @@ struct KCase {
 class QuantizedKCache : public ::testing::TestWithParam<KCase> {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string((std::filesystem::temp_directory_path() /
-                             ("loom_quantized_k_" + std::to_string(::getpid()) + ".gguf"))
-                                .string());
     ModelSpec s;
     s.n_vocab = 300;
     s.n_embd = 128;
@@ -41,11 +37,10 @@ class QuantizedKCache : public ::testing::TestWithParam<KCase> {
     s.n_ff = 192;
     s.n_ctx = 128;
     // f32 weights: the cache is the only rounding that differs between runs.
-    write_random_model(s, DType::F32, 9, *path_);
+    model_ = new test::TempModel("quantized_k", s, DType::F32, 9);
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove(*path_);
-    delete path_;
+    delete model_;
   }
 
   // A prompt's logits, then those of fixed next tokens (the same inputs
@@ -69,13 +64,13 @@ class QuantizedKCache : public ::testing::TestWithParam<KCase> {
     return err / (*hi - *lo);
   }
 
-  static std::string* path_;
+  static test::TempModel* model_;
 };
-std::string* QuantizedKCache::path_ = nullptr;
+test::TempModel* QuantizedKCache::model_ = nullptr;
 
 TEST_P(QuantizedKCache, FollowsTheF16CacheOnCpuAndOpenCl) {
   const KCase c = GetParam();
-  auto cpu = Model::load(*path_, {&Registry::get().cpu()});
+  auto cpu = Model::load(model_->path(), {&Registry::get().cpu()});
   const std::vector<float> want = logits(*cpu, DType::F16);
   const std::vector<float> got = logits(*cpu, c.type);
   const double err = relative_error(got, want);
@@ -85,7 +80,7 @@ TEST_P(QuantizedKCache, FollowsTheF16CacheOnCpuAndOpenCl) {
 
   REQUIRE_OPENCL(2);
   // Layer 0 on OpenCL0, layer 1 on OpenCL1: both devices write and read the quantized cache.
-  auto split = Model::load(*path_, test::cpu_and_devices_of(test::DeviceKind::OpenCL),
+  auto split = Model::load(model_->path(), test::cpu_and_devices_of(test::DeviceKind::OpenCL),
                            {.placement = {.n_gpu_layers = 3, .tensor_split = {1.0f, 1.0f}}});
   const std::vector<float> on_opencl = logits(*split, c.type);
   const double err_opencl = relative_error(on_opencl, want);
@@ -101,9 +96,6 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizedKCache,
                          [](const auto& info) { return std::string(type_name(info.param.type)); });
 
 TEST(QuantizedKCacheRefusals, IndivisibleHeadsAreRefusedSayingWhy) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("loom_quantized_k_refusal_" + std::to_string(::getpid()) + ".gguf"))
-                               .string();
   ModelSpec s;
   s.n_vocab = 300;
   s.n_embd = 64;
@@ -112,8 +104,8 @@ TEST(QuantizedKCacheRefusals, IndivisibleHeadsAreRefusedSayingWhy) {
   s.n_head_kv = 2;
   s.n_ff = 96;
   s.n_ctx = 64;
-  write_random_model(s, DType::F32, 3, path);
-  auto m = Model::load(path, {&Registry::get().cpu()});
+  const test::TempModel model("quantized_k_refusal", s, DType::F32, 3);
+  auto m = Model::load(model.path(), {&Registry::get().cpu()});
   const auto message = [&m](SessionOptions o) -> std::string {
     try {
       Session session(*m, o);
@@ -133,8 +125,6 @@ TEST(QuantizedKCacheRefusals, IndivisibleHeadsAreRefusedSayingWhy) {
               std::string::npos)
         << message({.type_k = t});
   EXPECT_EQ(message({.type_k = DType::BF16}), "");
-  m.reset();
-  std::filesystem::remove(path);
 }
 
 }  // namespace
