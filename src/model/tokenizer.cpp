@@ -8,7 +8,7 @@
 namespace loom {
 namespace {
 
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
+using tok::kEscapedSpace;
 
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
   std::string out;

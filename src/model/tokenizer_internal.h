@@ -17,6 +17,9 @@
 
 namespace loom::tok {
 
+// U+2581, which SentencePiece-style vocabularies write for a space.
+inline constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";
+
 // Bytes in a UTF-8 sequence judged by its first byte only (1 for stray
 // continuation bytes), as llama.cpp splits text into symbols.
 size_t utf8_len(char lead);

@@ -20,7 +20,6 @@
 namespace loom::tok {
 namespace {
 
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
 constexpr double kUnknownPenalty = 10.0;
 
 // Bytes of the valid UTF-8 sequence at the start of `text` (by llama.cpp's

@@ -20,7 +20,8 @@
 namespace loom {
 namespace {
 
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
+using tok::kEscapedSpace;
+
 constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 
 // Unicode's White_Space property (llama.cpp's list of it).
