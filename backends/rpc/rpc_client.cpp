@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "loom/error.h"
+#include "call_queue.h"
 #include "loom_rpc.grpc.pb.h"
 #include "rpc_graph.h"
 #include "rpc_server.h"
@@ -36,6 +37,19 @@ std::string sha256_of(const void* data, size_t size) {
   return digest;
 }
 
+// Where a transfer goes: a byte range of a remote buffer, and the tensor's
+// name for errors. Worked out when the call is made, so that a queued call
+// does not depend on the tensor afterwards.
+struct Range {
+  uint64_t buffer = 0, offset = 0, size = 0;
+  std::string label;
+  void to(BytesRange& r) const {
+    r.set_buffer(buffer);
+    r.set_offset(offset);
+    r.set_size(size);
+  }
+};
+
 // One server: the channel, the session, the token and the deadline of every call.
 class Connection {
  public:
@@ -56,8 +70,11 @@ class Connection {
     }
     channel_ = grpc::CreateCustomChannel(endpoint_, credentials, args);
     stub_ = Remote::NewStub(channel_);
+    calls_ = std::make_unique<CallQueue>();
   }
   ~Connection() {
+    flush();
+    calls_.reset();  // what is queued runs first
     // Ends the session: the server frees what is left of it.
     if (attach_) {
       attach_context_->TryCancel();
@@ -80,6 +97,62 @@ class Connection {
   }
 
   Remote::Stub& stub() { return *stub_; }
+  // Every call that touches the session's buffers or runs graphs goes
+  // through one queue, in order; push returns at once, run waits. Small
+  // writes (write_later) wait in a list and travel with the next compute
+  // request, or on their own just before any other call is queued.
+  uint64_t push(std::function<void()> call) {
+    flush();
+    return calls_->push(std::move(call));
+  }
+  void run(std::function<void()> call) {
+    flush();
+    calls_->run(std::move(call));
+  }
+  // The queue position after everything asked for so far.
+  uint64_t mark() {
+    flush();
+    return calls_->last();
+  }
+  void sync() { calls_->wait(mark()); }
+  CallQueue& queue() { return *calls_; }
+
+  // Below kMinCachedBytes: the bytes are copied now.
+  void write_later(const Range& r, const void* data) {
+    Write w;
+    r.to(*w.mutable_range());
+    w.set_data(data, r.size);
+    std::lock_guard lock(writes_mutex_);
+    writes_bytes_ += r.size;
+    writes_.push_back(std::move(w));
+    if (writes_bytes_ >= kMaxWriteBytes) {
+      // Many inputs before a graph: they go now, as one call.
+      std::vector<Write> batch = take_writes_locked();
+      calls_->push([this, batch = std::move(batch)] { send_writes(batch); });
+    }
+  }
+  std::vector<Write> take_writes() {
+    std::lock_guard lock(writes_mutex_);
+    return take_writes_locked();
+  }
+
+  // Sends writes alone, as a compute request without a graph (on the queue).
+  void send_writes(const std::vector<Write>& writes) {
+    ComputeRequest q;
+    for (const Write& w : writes) *q.add_writes() = w;
+    ComputeReply r;
+    auto c = context();
+    check(stub_->Compute(c.get(), q, &r), fmt::format("writing {} inputs of {}", writes.size(), label(writes)));
+    count_sent(writes);
+  }
+  static void count_sent(const std::vector<Write>& writes) {
+    for (const Write& w : writes) g_sent += w.data().size();
+  }
+  static std::string label(const std::vector<Write>& writes) {
+    uint64_t n = 0;
+    for (const Write& w : writes) n += w.data().size();
+    return fmt::format("{} bytes", n);
+  }
   int index() const { return index_; }
   bool cache() const { return cache_; }  // the server keeps a weight cache
   bool graph_patches() const { return graph_patches_; }
@@ -121,6 +194,20 @@ class Connection {
   std::string session_;  // decimal, as kSessionKey carries it
   std::unique_ptr<grpc::ClientContext> attach_context_;
   std::unique_ptr<grpc::ClientReader<SessionEvent>> attach_;
+  std::unique_ptr<CallQueue> calls_;
+  static constexpr size_t kMaxWriteBytes = size_t{8} << 20;  // waiting writes, at most
+  std::mutex writes_mutex_;
+  std::vector<Write> writes_;
+  size_t writes_bytes_ = 0;
+
+  std::vector<Write> take_writes_locked() {
+    writes_bytes_ = 0;
+    return std::exchange(writes_, {});
+  }
+  void flush() {
+    std::vector<Write> batch = take_writes();
+    if (!batch.empty()) calls_->push([this, batch = std::move(batch)] { send_writes(batch); });
+  }
 };
 
 class RpcDevice;
@@ -154,118 +241,154 @@ class RpcBuffer final : public Buffer {
   RpcBuffer(RpcBufferType& type, Connection& conn, uint64_t handle, size_t size)
       : Buffer(type, size), conn_(conn), handle_(handle), base_(g_next_base++ << kAddressBits) {}
   ~RpcBuffer() override {
-    BufferRef ref;
-    ref.set_buffer(handle_);
-    Empty empty;
-    auto c = conn_.context();
-    (void)conn_.stub().Free(c.get(), ref, &empty);  // a server that is gone has freed it already
+    // Queued after the calls that may still use it; a server that is gone has freed it already.
+    conn_.push([&conn = conn_, handle = handle_] {
+      BufferRef ref;
+      ref.set_buffer(handle);
+      Empty empty;
+      auto c = conn.context();
+      (void)conn.stub().Free(c.get(), ref, &empty);
+    });
   }
 
   Connection& connection() const { return conn_; }
   uint64_t handle() const { return handle_; }
   void* base() override { return reinterpret_cast<void*>(base_); }
 
+  Range range(const Tensor& t, size_t offset, size_t size) const {
+    return {handle_, offset_of(t) + offset, size, tensor_label(t)};
+  }
+
+  // Queued behind the async calls to this server. Weights and large writes
+  // are waited for; a small write of other memory (a graph's inputs: tokens,
+  // positions, masks) is not: its bytes are taken now and the next call that
+  // waits reports its error, as ggml's rpc backend does, which saves a round
+  // trip per input per token.
   void set_tensor(Tensor& t, const void* data, size_t offset, size_t size) override {
-    // Weights the server may have cached: offer the hash first.
-    std::string sha256;
-    if (conn_.cache() && usage() == BufferUsage::Weights && size >= kMinCachedBytes) {
-      sha256 = sha256_of(data, size);
-      CachedBytes q;
-      fill_range(*q.mutable_range(), t, offset, size);
-      q.set_sha256(sha256);
-      CacheReply r;
-      auto c = conn_.context();
-      conn_.check(conn_.stub().SetFromCache(c.get(), q, &r), fmt::format("weight cache for tensor {}", tensor_label(t)));
-      if (r.hit()) {
-        g_saved += size;
-        return;
-      }
-    }
-    auto c = conn_.context();
-    Empty empty;
-    auto writer = conn_.stub().SetBytes(c.get(), &empty);
-    SetBytesChunk chunk;
-    fill_range(*chunk.mutable_range(), t, offset, size);
-    chunk.set_sha256(sha256);
-    const char* bytes = static_cast<const char*>(data);
-    size_t done = 0;
-    do {
-      const size_t n = std::min(kChunkBytes, size - done);
-      chunk.set_data(bytes + done, n);
-      if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
-      chunk.clear_range();
-      chunk.clear_sha256();
-      done += n;
-    } while (done < size);
-    writer->WritesDone();
-    conn_.check(writer->Finish(), fmt::format("writing {} bytes of tensor {}", size, tensor_label(t)));
-    g_sent += size;
+    if (usage() != BufferUsage::Weights && size < kMinCachedBytes) return conn_.write_later(range(t, offset, size), data);
+    const bool cached = usage() == BufferUsage::Weights;
+    conn_.run([&, r = range(t, offset, size)] { write(conn_, r, data, cached); });
   }
-
   void get_tensor(const Tensor& t, void* data, size_t offset, size_t size) override {
-    auto c = conn_.context();
-    BytesRange range;
-    fill_range(range, t, offset, size);
-    auto reader = conn_.stub().GetBytes(c.get(), range);
-    Chunk chunk;
-    size_t done = 0;
-    char* out = static_cast<char*>(data);
-    while (reader->Read(&chunk)) {
-      if (chunk.data().size() > size - done) {
-        c->TryCancel();
-        reader->Finish();
-        fail("RPC{} server {}: reading tensor {}: the server sent more than {} bytes", conn_.index(),
-             conn_.endpoint(), tensor_label(t), size);
-      }
-      std::memcpy(out + done, chunk.data().data(), chunk.data().size());
-      done += chunk.data().size();
-    }
-    conn_.check(reader->Finish(), fmt::format("reading {} bytes of tensor {}", size, tensor_label(t)));
-    if (done != size)
-      fail("RPC{} server {}: reading tensor {}: {} of {} bytes arrived", conn_.index(), conn_.endpoint(),
-           tensor_label(t), done, size);
-    g_received += size;
+    conn_.run([&, r = range(t, offset, size)] { read(conn_, r, data); });
   }
 
+  // Not waited for, as a small write.
   void memset_tensor(Tensor& t, uint8_t value, size_t offset, size_t size) override {
-    MemsetRequest q;
-    fill_range(*q.mutable_range(), t, offset, size);
-    q.set_value(value);
-    Empty empty;
-    auto c = conn_.context();
-    conn_.check(conn_.stub().Memset(c.get(), q, &empty), fmt::format("filling tensor {}", tensor_label(t)));
+    conn_.push([this, value, r = range(t, offset, size)] {
+      MemsetRequest q;
+      r.to(*q.mutable_range());
+      q.set_value(value);
+      Empty empty;
+      auto c = conn_.context();
+      conn_.check(conn_.stub().Memset(c.get(), q, &empty), fmt::format("filling tensor {}", r.label));
+    });
   }
 
   bool copy_tensor(const Tensor& src, Tensor& dst) override {
     auto* sb = dynamic_cast<RpcBuffer*>(src.buffer.get());
     if (!sb || &sb->conn_ != &conn_) return false;  // another server or the host: the caller stages
-    CopyRequest q;
-    sb->fill_range(*q.mutable_src(), src, 0, src.nbytes());
-    q.set_dst_buffer(handle_);
-    q.set_dst_offset(offset_of(dst));
-    Empty empty;
-    auto c = conn_.context();
-    conn_.check(conn_.stub().Copy(c.get(), q, &empty),
-                fmt::format("copying tensor {} to {}", tensor_label(src), tensor_label(dst)));
+    conn_.run(copy_call(sb->range(src, 0, src.nbytes()), range(dst, 0, dst.nbytes())));
     return true;
   }
 
   void clear(uint8_t value) override {
-    ClearRequest q;
-    q.set_buffer(handle_);
-    q.set_value(value);
+    conn_.run([this, value] {
+      ClearRequest q;
+      q.set_buffer(handle_);
+      q.set_value(value);
+      Empty empty;
+      auto c = conn_.context();
+      conn_.check(conn_.stub().Clear(c.get(), q, &empty), fmt::format("clearing a buffer of {} bytes", size()));
+    });
+  }
+
+  // A copy of src's range into dst's within one server, as a queued call.
+  std::function<void()> copy_call(Range src, Range dst) {
+    return [&conn = conn_, src = std::move(src), dst = std::move(dst)] {
+      CopyRequest q;
+      src.to(*q.mutable_src());
+      q.set_dst_buffer(dst.buffer);
+      q.set_dst_offset(dst.offset);
+      Empty empty;
+      auto c = conn.context();
+      conn.check(conn.stub().Copy(c.get(), q, &empty), fmt::format("copying tensor {} to {}", src.label, dst.label));
+    };
+  }
+
+  // Writes bytes into a range (run on the connection's queue). Weights
+  // (`cached`) the server may keep in its cache are offered by hash first.
+  static void write(Connection& conn, const Range& r, const void* data, bool cached) {
+    std::string sha256;
+    if (cached && conn.cache() && r.size >= kMinCachedBytes) {
+      sha256 = sha256_of(data, r.size);
+      CachedBytes q;
+      r.to(*q.mutable_range());
+      q.set_sha256(sha256);
+      CacheReply reply;
+      auto c = conn.context();
+      conn.check(conn.stub().SetFromCache(c.get(), q, &reply), fmt::format("weight cache for tensor {}", r.label));
+      if (reply.hit()) {
+        g_saved += r.size;
+        return;
+      }
+    }
+    auto c = conn.context();
     Empty empty;
-    auto c = conn_.context();
-    conn_.check(conn_.stub().Clear(c.get(), q, &empty), fmt::format("clearing a buffer of {} bytes", size()));
+    auto writer = conn.stub().SetBytes(c.get(), &empty);
+    SetBytesChunk chunk;
+    r.to(*chunk.mutable_range());
+    chunk.set_sha256(sha256);
+    const char* bytes = static_cast<const char*>(data);
+    size_t done = 0;
+    do {
+      const size_t n = std::min<size_t>(kChunkBytes, r.size - done);
+      chunk.set_data(bytes + done, n);
+      if (!writer->Write(chunk)) break;  // the server ended the call: Finish says why
+      chunk.clear_range();
+      chunk.clear_sha256();
+      done += n;
+    } while (done < r.size);
+    writer->WritesDone();
+    conn.check(writer->Finish(), fmt::format("writing {} bytes of tensor {}", r.size, r.label));
+    g_sent += r.size;
+  }
+
+  // Queues a write of a copy of the bytes: the caller may reuse its memory at once.
+  // A small one waits for the next compute request.
+  static void push_write(Connection& conn, Range r, const void* data) {
+    if (r.size < kMinCachedBytes) return conn.write_later(r, data);
+    std::string bytes(static_cast<const char*>(data), r.size);
+    conn.push([&conn, r = std::move(r), bytes = std::move(bytes)] { write(conn, r, bytes.data(), false); });
+  }
+
+  // Reads a range into `data` (run on the connection's queue).
+  static void read(Connection& conn, const Range& r, void* data) {
+    auto c = conn.context();
+    BytesRange q;
+    r.to(q);
+    auto reader = conn.stub().GetBytes(c.get(), q);
+    Chunk chunk;
+    size_t done = 0;
+    char* out = static_cast<char*>(data);
+    while (reader->Read(&chunk)) {
+      if (chunk.data().size() > r.size - done) {
+        c->TryCancel();
+        reader->Finish();
+        fail("RPC{} server {}: reading tensor {}: the server sent more than {} bytes", conn.index(), conn.endpoint(),
+             r.label, r.size);
+      }
+      std::memcpy(out + done, chunk.data().data(), chunk.data().size());
+      done += chunk.data().size();
+    }
+    conn.check(reader->Finish(), fmt::format("reading {} bytes of tensor {}", r.size, r.label));
+    if (done != r.size)
+      fail("RPC{} server {}: reading tensor {}: {} of {} bytes arrived", conn.index(), conn.endpoint(), r.label, done,
+           r.size);
+    g_received += r.size;
   }
 
  private:
-  void fill_range(BytesRange& r, const Tensor& t, size_t offset, size_t size) {
-    r.set_buffer(handle_);
-    r.set_offset(offset_of(t) + offset);
-    r.set_size(size);
-  }
-
   Connection& conn_;
   uint64_t handle_;
   uintptr_t base_;
@@ -294,7 +417,7 @@ class RpcDevice final : public Device {
     conn_.check(conn_.stub().Memory(c.get(), q, &r), fmt::format("memory of {}", name_));
     return {r.free(), r.total()};
   }
-  DeviceCaps caps() const override { return {}; }
+  DeviceCaps caps() const override { return {.async = true, .events = true}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return buffer_type_; }
 
@@ -344,20 +467,76 @@ std::shared_ptr<Buffer> RpcBufferType::alloc_impl(size_t size) {
 class RpcBackend final : public Backend {
  public:
   explicit RpcBackend(RpcDevice& device) : device_(device) {}
+  ~RpcBackend() override {
+    // Queued graphs refer to this backend's list of graphs sent.
+    CallQueue& calls = device_.connection().queue();
+    calls.wait_quietly(calls.last());
+  }
   Device& device() const override { return device_; }
+  Connection& connection() const { return device_.connection(); }
 
+  // Encodes the graph now (its tensors may change once this returns) and
+  // queues the call: returns before the server has run it (synchronize).
   void compute(Graph& graph) override {
-    Connection& conn = device_.connection();
     GraphMsg msg;
     encode_graph(graph.nodes(), [&](const Tensor& t) { return ref_of(t); }, device_.index(), msg);
+    std::string what = fmt::format("computing a graph of {} nodes on {}", graph.size(), device_.name());
+    // The inputs written since the last call travel with the graph.
+    std::vector<Write> writes = connection().take_writes();
+    connection().push([this, msg = std::move(msg), what = std::move(what), writes = std::move(writes)]() mutable {
+      run_graph(std::move(msg), what, writes);
+    });
+  }
+
+  // The bytes are taken at once, so the caller may reuse its memory.
+  void set_tensor_async(Tensor& t, const void* data, size_t offset, size_t size) override {
+    RpcBuffer* b = local(t);
+    if (!b) return Backend::set_tensor_async(t, data, offset, size);
+    RpcBuffer::push_write(connection(), b->range(t, offset, size), data);
+  }
+  // `data` is written when the call has run: read it after synchronize.
+  void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override {
+    RpcBuffer* b = local(t);
+    if (!b) return Backend::get_tensor_async(t, data, offset, size);
+    connection().push([&conn = connection(), r = b->range(t, offset, size), data] { RpcBuffer::read(conn, r, data); });
+  }
+  // Host to this server, this server to the host, or within this server.
+  bool copy_tensor_async(const Tensor& src, Tensor& dst) override {
+    if (src.type != dst.type || src.ne != dst.ne || src.nbytes() != dst.nbytes() || !src.buffer || !dst.buffer)
+      return false;
+    RpcBuffer* sb = local(src);
+    RpcBuffer* db = local(dst);
+    const size_t n = src.nbytes();
+    if (db && src.buffer->is_host()) {
+      RpcBuffer::push_write(connection(), db->range(dst, 0, n), src.data);
+    } else if (sb && dst.buffer->is_host()) {
+      get_tensor_async(src, dst.data, 0, n);
+    } else if (sb && db) {
+      connection().push(db->copy_call(sb->range(src, 0, n), db->range(dst, 0, n)));
+    } else {
+      return false;
+    }
+    return true;
+  }
+  void synchronize() override { connection().sync(); }
+  std::unique_ptr<Event> create_event() override;
+
+ private:
+  RpcBuffer* local(const Tensor& t) const {
+    auto* b = dynamic_cast<RpcBuffer*>(t.buffer.get());
+    return b && &b->connection() == &connection() ? b : nullptr;
+  }
+
+  // Sends a graph (run on the connection's queue): by id when the server
+  // has it, as patches of one of the same structure, else whole.
+  void run_graph(GraphMsg msg, const std::string& what, const std::vector<Write>& writes) {
     std::string bytes;
     msg.SerializeToString(&bytes);
-    const std::string what = fmt::format("computing a graph of {} nodes on {}", graph.size(), device_.name());
     // The same graph as one sent before: run it by id.
     if (auto it = find_sent(bytes); it != sent_.end()) {
       ComputeRequest q;
       q.set_graph_id(it->id);
-      if (send(q, what)) {
+      if (send(q, what, writes)) {
         ++g_graphs_reused;
         sent_.splice(sent_.begin(), sent_, it);
         return;
@@ -365,10 +544,10 @@ class RpcBackend final : public Backend {
       sent_.erase(it);  // the server dropped it
     }
     // The same structure as one sent before: only the tensors that changed.
-    if (conn.graph_patches()) {
+    if (connection().graph_patches()) {
       auto [base, q] = patches_for(msg);
       if (base != sent_.end()) {
-        if (uint64_t id = send(q, what)) {
+        if (uint64_t id = send(q, what, writes)) {
           ++g_graphs_patched;
           remember(std::move(bytes), std::move(msg), id);
           return;
@@ -378,12 +557,11 @@ class RpcBackend final : public Backend {
     }
     ComputeRequest q;
     *q.mutable_graph() = msg;
-    const uint64_t id = send(q, what, /*whole=*/true);
+    const uint64_t id = send(q, what, writes, /*whole=*/true);
     ++g_graphs_sent;
     remember(std::move(bytes), std::move(msg), id);
   }
 
- private:
   static constexpr size_t kRemembered = 8;
   struct Sent {
     std::string bytes;  // the encoded graph
@@ -393,14 +571,17 @@ class RpcBackend final : public Backend {
 
   // The server's id for the graph; 0 when the server no longer has the graph
   // the request names (NOT_FOUND; never for a whole graph); throws on any other failure.
-  uint64_t send(const ComputeRequest& q, const std::string& what, bool whole = false) {
+  // The writes go with it (made by the server only when it has the graph).
+  uint64_t send(ComputeRequest q, const std::string& what, const std::vector<Write>& writes, bool whole = false) {
     Connection& conn = device_.connection();
     g_graph_bytes += q.ByteSizeLong();
+    for (const Write& w : writes) *q.add_writes() = w;
     ComputeReply r;
     auto c = conn.context();
     const grpc::Status s = conn.stub().Compute(c.get(), q, &r);
     if (s.error_code() == grpc::StatusCode::NOT_FOUND && !whole) return 0;
     conn.check(s, what);
+    Connection::count_sent(writes);
     return r.graph_id();
   }
 
@@ -451,8 +632,43 @@ class RpcBackend final : public Backend {
   }
 
   RpcDevice& device_;
-  std::list<Sent> sent_;  // most recent first
+  std::list<Sent> sent_;  // most recent first; touched on the connection's queue only
 };
+
+// A position in a connection's queue. Another server's backend waits for
+// it on its own queue; any other backend makes the host wait.
+class RpcEvent final : public Event {
+ public:
+  void record(Backend& backend) override {
+    auto* b = dynamic_cast<RpcBackend*>(&backend);
+    if (!b) {  // another kind of backend: its work is done once it synchronizes
+      backend.synchronize();
+      calls_ = nullptr;
+      return;
+    }
+    position_ = b->connection().mark();
+    calls_ = &b->connection().queue();
+  }
+  void wait(Backend& backend) override {
+    if (!calls_) return;
+    auto* b = dynamic_cast<RpcBackend*>(&backend);
+    if (b && &b->connection().queue() == calls_) return;  // one queue: in order already
+    if (b) {
+      b->connection().push([calls = calls_, position = position_] { calls->wait_quietly(position); });
+      return;
+    }
+    synchronize();
+  }
+  void synchronize() override {
+    if (calls_) calls_->wait(position_);
+  }
+
+ private:
+  CallQueue* calls_ = nullptr;
+  uint64_t position_ = 0;
+};
+
+std::unique_ptr<Event> RpcBackend::create_event() { return std::make_unique<RpcEvent>(); }
 
 std::unique_ptr<Backend> RpcDevice::create_backend(const BackendOptions&) {
   return std::make_unique<RpcBackend>(*this);

@@ -424,6 +424,27 @@ grpc::Status Handlers::copy(uint64_t session, const CopyRequest& request) {
 grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, ComputeReply& reply) {
   return in_session(session, [&](Session& s) {
     grpc::Status status;
+    // The writes, each checked as a SetBytes transfer; before the graph runs.
+    auto write = [&] {
+      for (const Write& w : request.writes()) {
+        std::shared_ptr<Buffer> b = s.checked_range(w.range(), status);
+        if (!b) return false;
+        if (w.data().size() != w.range().size()) {
+          status = invalid(fmt::format("compute: a write of {} bytes to a range of {}", w.data().size(),
+                                       w.range().size()));
+          return false;
+        }
+        if (w.data().empty()) continue;
+        Tensor t = at(*b, w.range().offset());
+        b->set_tensor(t, w.data().data(), 0, w.data().size());
+      }
+      return true;
+    };
+    if (!request.has_graph() && request.graph_id() == 0) {
+      if (request.patches_size() != 0) return invalid("compute: patches need the id of the graph they patch");
+      reply.set_graph_id(0);
+      return write() ? grpc::Status::OK : status;
+    }
     auto lookup = [&](uint64_t handle) { return s.buffer_at(handle); };
     if (request.graph_id() != 0) {
       auto it = std::find_if(s.graphs.begin(), s.graphs.end(),
@@ -456,6 +477,7 @@ grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, 
     }
     while (s.graphs.size() > std::max<size_t>(options_.graph_cache, 1)) s.graphs.pop_back();
     Session::CachedGraph& cached = s.graphs.front();
+    if (!write()) return status;
     std::unique_ptr<Backend>& backend = s.backends[cached.device];
     if (!backend) backend = devices_[cached.device]->create_backend();
     {

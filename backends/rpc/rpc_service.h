@@ -31,7 +31,7 @@
 namespace loom::rpc {
 
 // Bumped when the messages change meaning; Hello reports it.
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 // Bytes per SetBytes / GetBytes chunk (below gRPC's 4 MiB message limit).
 inline constexpr size_t kChunkBytes = size_t{1} << 20;
 
@@ -85,6 +85,7 @@ class Handlers {
   grpc::Status cache_store(uint64_t session, const BytesRange& range, const std::string& sha256);
   grpc::Status memset(uint64_t session, const MemsetRequest& request);
   grpc::Status copy(uint64_t session, const CopyRequest& request);
+  // Makes the request's writes, then runs its graph (when it names one).
   grpc::Status compute(uint64_t session, const ComputeRequest& request, ComputeReply& reply);
 
   size_t n_buffers() const;  // over all sessions

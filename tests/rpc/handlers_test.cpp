@@ -63,6 +63,35 @@ TEST_F(Handlers_, ByteRangesStayInTheirBuffer) {
   EXPECT_EQ(h_.memset(s_, m).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Writes that travel with a compute request (or alone in one) are checked
+// as SetBytes transfers are: in their buffer, and as many bytes as the range.
+TEST_F(Handlers_, WritesInAComputeRequestAreCheckedAndMadeInOrder) {
+  const uint64_t b = alloc(64);
+  auto add = [](ComputeRequest& q, BytesRange r, std::string data) {
+    Write& w = *q.add_writes();
+    *w.mutable_range() = r;
+    w.set_data(std::move(data));
+  };
+  ComputeRequest q;
+  add(q, range(b, 0, 8), "aaaaaaaa");
+  add(q, range(b, 4, 4), "bbbb");  // the later write wins
+  ComputeReply r;
+  ASSERT_TRUE(h_.compute(s_, q, r).ok());
+  EXPECT_EQ(r.graph_id(), 0u);
+  std::string got;
+  EXPECT_TRUE(h_.get_bytes(s_, range(b, 0, 8), [&](const Chunk& c) { got += c.data(); return true; }).ok());
+  EXPECT_EQ(got, "aaaabbbb");
+  ComputeRequest short_write;
+  add(short_write, range(b, 0, 8), "abc");
+  EXPECT_EQ(h_.compute(s_, short_write, r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ComputeRequest outside;
+  add(outside, range(b, 60, 8), "cccccccc");
+  EXPECT_EQ(h_.compute(s_, outside, r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ComputeRequest unknown;
+  add(unknown, range(b + 100, 0, 1), "c");
+  EXPECT_EQ(h_.compute(s_, unknown, r).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(Handlers_, AllocationsAreBoundedAndFreedOnce) {
   AllocRequest q;
   q.set_size(2 << 20);

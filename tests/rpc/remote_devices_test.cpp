@@ -27,33 +27,15 @@
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
 #include "loom_rpc.grpc.pb.h"
-#include "rpc_client.h"
-#include "rpc_server.h"
+#include "loopback.h"
 
 namespace loom {
 namespace {
 
-std::unique_ptr<rpc::Server> start_server(std::string token = "") {
-  rpc::ServerOptions o;
-  o.port = 0;
-  o.devices = {&Registry::get().cpu()};
-  o.token = std::move(token);
-  return std::make_unique<rpc::Server>(o);
-}
-
-std::string endpoint(const rpc::Server& s) { return "127.0.0.1:" + std::to_string(s.port()); }
-
-rpc::ClientOptions client_options(std::vector<std::string> endpoints, std::string token = "") {
-  rpc::ClientOptions o;
-  o.endpoints = std::move(endpoints);
-  o.token = std::move(token);
-  o.timeout = std::chrono::seconds(20);
-  return o;
-}
-
-std::unique_ptr<BackendFamily> connect(std::vector<std::string> endpoints, std::string token = "") {
-  return rpc::connect(client_options(std::move(endpoints), std::move(token)));
-}
+using test::client_options;
+using test::connect;
+using test::endpoint;
+using test::start_server;
 
 // Waits up to 20 s for `done` (a server noticing a client is gone happens
 // on its own threads); whether it happened is the caller's to assert.
