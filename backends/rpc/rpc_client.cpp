@@ -125,15 +125,12 @@ class Connection {
     std::lock_guard lock(writes_mutex_);
     writes_bytes_ += r.size;
     writes_.push_back(std::move(w));
-    if (writes_bytes_ >= kMaxWriteBytes) {
-      // Many inputs before a graph: they go now, as one call.
-      std::vector<Write> batch = take_writes_locked();
-      calls_->push([this, batch = std::move(batch)] { send_writes(batch); });
-    }
+    if (writes_bytes_ >= kMaxWriteBytes) queue_writes_locked();  // many inputs before a graph: they go now
   }
   std::vector<Write> take_writes() {
     std::lock_guard lock(writes_mutex_);
-    return take_writes_locked();
+    writes_bytes_ = 0;
+    return std::exchange(writes_, {});
   }
 
   // Sends writes alone, as a compute request without a graph (on the queue).
@@ -200,13 +197,16 @@ class Connection {
   std::vector<Write> writes_;
   size_t writes_bytes_ = 0;
 
-  std::vector<Write> take_writes_locked() {
+  // The waiting writes as one call, queued under the lock so that two
+  // threads writing inputs keep their order.
+  void queue_writes_locked() {
+    if (writes_.empty()) return;
     writes_bytes_ = 0;
-    return std::exchange(writes_, {});
+    calls_->push([this, batch = std::exchange(writes_, {})] { send_writes(batch); });
   }
   void flush() {
-    std::vector<Write> batch = take_writes();
-    if (!batch.empty()) calls_->push([this, batch = std::move(batch)] { send_writes(batch); });
+    std::lock_guard lock(writes_mutex_);
+    queue_writes_locked();
   }
 };
 
