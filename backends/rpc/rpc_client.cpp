@@ -43,10 +43,13 @@ std::string sha256_of(const void* data, size_t size) {
 struct Range {
   uint64_t buffer = 0, offset = 0, size = 0;
   std::string label;
+  // The tensor the range lies in, for a buffer of a layout type (CPU_Repack).
+  std::shared_ptr<const TensorMsg> tensor;
   void to(BytesRange& r) const {
     r.set_buffer(buffer);
     r.set_offset(offset);
     r.set_size(size);
+    if (tensor) *r.mutable_tensor() = *tensor;
   }
 };
 
@@ -212,21 +215,27 @@ class Connection {
 
 class RpcDevice;
 
+// A remote device's memory: its default buffer type (layout 0) or one that
+// keeps weights in a layout of its own there (layout i: DeviceInfo.layouts[i - 1]).
 class RpcBufferType final : public BufferType {
  public:
-  RpcBufferType(RpcDevice& device, std::string name, size_t alignment, size_t max_size)
-      : device_(device), name_(std::move(name)), alignment_(alignment), max_size_(max_size) {}
+  RpcBufferType(RpcDevice& device, uint32_t layout, std::string name, size_t alignment, size_t max_size)
+      : device_(device), layout_(layout), name_(std::move(name)), alignment_(alignment), max_size_(max_size) {}
   std::string_view name() const override { return name_; }
   size_t alignment() const override { return alignment_; }
   size_t max_size() const override { return max_size_; }
   bool is_host() const override { return false; }
   Device* device() const override;
+  uint32_t layout() const { return layout_; }
+  // A layout type: whether the server's type wants node's weight (asked once per shape).
+  bool supports_op(const Tensor& node) const override;
 
  protected:
   std::shared_ptr<Buffer> alloc_impl(size_t size) override;
 
  private:
   RpcDevice& device_;
+  uint32_t layout_;
   std::string name_;
   size_t alignment_, max_size_;
 };
@@ -255,9 +264,26 @@ class RpcBuffer final : public Buffer {
   uint64_t handle() const { return handle_; }
   void* base() override { return reinterpret_cast<void*>(base_); }
 
+  // In a layout type's buffer the range names its tensor: the server
+  // stores that tensor's bytes permuted and moves them plain.
   Range range(const Tensor& t, size_t offset, size_t size) const {
-    return {handle_, offset_of(t) + offset, size, tensor_label(t)};
+    Range r{handle_, offset_of(t) + offset, size, tensor_label(t), nullptr};
+    if (has_layout()) {
+      const Tensor& root = t.view_src ? *t.view_src : t;
+      auto m = std::make_shared<TensorMsg>();
+      m->set_type(static_cast<uint32_t>(root.type));
+      for (int d = 0; d < kMaxDims; ++d) {
+        m->add_ne(root.ne[d]);
+        m->add_nb(root.nb[d]);
+      }
+      m->set_view_src(-1);
+      m->set_buffer(handle_);
+      m->set_offset(offset_of(root));
+      r.tensor = std::move(m);
+    }
+    return r;
   }
+  bool has_layout() const { return static_cast<const RpcBufferType&>(type()).layout() != 0; }
 
   // Queued behind the async calls to this server. Weights and large writes
   // are waited for; a small write of other memory (a graph's inputs: tokens,
@@ -287,7 +313,8 @@ class RpcBuffer final : public Buffer {
 
   bool copy_tensor(const Tensor& src, Tensor& dst) override {
     auto* sb = dynamic_cast<RpcBuffer*>(src.buffer.get());
-    if (!sb || &sb->conn_ != &conn_) return false;  // another server or the host: the caller stages
+    // Another server or the host, or a layout's permuted bytes: the caller stages.
+    if (!sb || &sb->conn_ != &conn_ || sb->has_layout() || has_layout()) return false;
     conn_.run(copy_call(sb->range(src, 0, src.nbytes()), range(dst, 0, dst.nbytes())));
     return true;
   }
@@ -403,8 +430,15 @@ class RpcDevice final : public Device {
         index_(index),
         name_(fmt::format("RPC{}:{}", conn.index(), info.name())),
         description_(fmt::format("{} on {}", info.description(), conn.endpoint())),
-        buffer_type_(*this, name_, std::max<size_t>(info.alignment(), 1),
-                     std::min<size_t>(info.max_size(), size_t{1} << kAddressBits)) {}
+        buffer_type_(*this, 0, name_, std::max<size_t>(info.alignment(), 1),
+                     std::min<size_t>(info.max_size(), size_t{1} << kAddressBits)) {
+    for (int i = 0; i < info.layouts_size(); ++i) {
+      const LayoutInfo& l = info.layouts(i);
+      layouts_.push_back(std::make_unique<RpcBufferType>(
+          *this, static_cast<uint32_t>(i + 1), fmt::format("RPC{}:{}", conn.index(), l.name()),
+          std::max<size_t>(l.alignment(), 1), std::min<size_t>(l.max_size(), size_t{1} << kAddressBits)));
+    }
+  }
 
   std::string_view name() const override { return name_; }
   std::string description() const override { return description_; }
@@ -420,44 +454,75 @@ class RpcDevice final : public Device {
   DeviceCaps caps() const override { return {.async = true, .events = true}; }
   std::unique_ptr<Backend> create_backend(const BackendOptions& options) override;
   BufferType& default_buffer_type() override { return buffer_type_; }
-
-  bool supports_op(const Tensor& node) const override {
-    SupportsOpRequest q;
-    Tensor* n = const_cast<Tensor*>(&node);
-    encode_graph(std::span<Tensor* const>(&n, 1), [](const Tensor&) { return RemoteRef{}; }, index_,
-                 *q.mutable_graph());
-    for (TensorMsg& t : *q.mutable_graph()->mutable_tensors()) t.clear_name();  // names do not matter here
-    std::string key;
-    q.SerializeToString(&key);
-    std::lock_guard lock(mutex_);
-    if (auto it = supported_.find(key); it != supported_.end()) return it->second;
-    SupportsOpReply r;
-    auto c = conn_.context();
-    conn_.check(conn_.stub().SupportsOp(c.get(), q, &r), fmt::format("asking {} about {}", name_, tensor_label(node)));
-    supported_.emplace(std::move(key), r.supported());
-    return r.supported();
+  std::vector<BufferType*> buffer_types() override {
+    std::vector<BufferType*> out{&buffer_type_};
+    for (auto& l : layouts_) out.push_back(l.get());
+    return out;
   }
-  bool supports_buffer_type(const BufferType& type) const override { return &type == &buffer_type_; }
+
+  bool supports_op(const Tensor& node) const override { return ask(node, 0, 0).supported(); }
+  bool supports_buffer_type(const BufferType& type) const override { return layout_of(type) >= 0; }
+  // Default memory: any operand. A layout type: the server's answer.
+  bool supports_operand(const Tensor& node, int slot, const BufferType& type) const override {
+    const int layout = layout_of(type);
+    if (layout <= 0) return layout == 0;
+    const Tensor* s = slot >= 0 && slot < kMaxSrc ? node.src[slot] : nullptr;
+    return !s || ask(node, static_cast<uint32_t>(layout), slot).readable();
+  }
+  // Whether layout type `layout` wants node's src0 (RpcBufferType::supports_op).
+  bool prefers(const Tensor& node, uint32_t layout) const { return node.src[0] && ask(node, layout, 0).preferred(); }
 
   Connection& connection() const { return conn_; }
   uint32_t index() const { return index_; }
 
  private:
+  // 0 for the default type, i for layout i, -1 for memory of another device.
+  int layout_of(const BufferType& type) const {
+    if (&type == &buffer_type_) return 0;
+    for (const auto& l : layouts_)
+      if (l.get() == &type) return static_cast<int>(l->layout());
+    return -1;
+  }
+
+  // The server's answers about a node, once per node encoding and question.
+  SupportsOpReply ask(const Tensor& node, uint32_t layout, int slot) const {
+    SupportsOpRequest q;
+    Tensor* n = const_cast<Tensor*>(&node);
+    encode_graph(std::span<Tensor* const>(&n, 1), [](const Tensor&) { return RemoteRef{}; }, index_,
+                 *q.mutable_graph());
+    for (TensorMsg& t : *q.mutable_graph()->mutable_tensors()) t.clear_name();  // names do not matter here
+    q.set_layout(layout);
+    q.set_slot(slot);
+    std::string key;
+    q.SerializeToString(&key);
+    std::lock_guard lock(mutex_);
+    if (auto it = answers_.find(key); it != answers_.end()) return it->second;
+    SupportsOpReply r;
+    auto c = conn_.context();
+    conn_.check(conn_.stub().SupportsOp(c.get(), q, &r), fmt::format("asking {} about {}", name_, tensor_label(node)));
+    answers_.emplace(std::move(key), r);
+    return r;
+  }
+
   Connection& conn_;
   uint32_t index_;
   std::string name_, description_;
   RpcBufferType buffer_type_;
+  std::vector<std::unique_ptr<RpcBufferType>> layouts_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<std::string, bool> supported_;  // by the node's encoding
+  mutable std::unordered_map<std::string, SupportsOpReply> answers_;  // by the request's encoding
 };
 
 Device* RpcBufferType::device() const { return &device_; }
+
+bool RpcBufferType::supports_op(const Tensor& node) const { return layout_ != 0 && device_.prefers(node, layout_); }
 
 std::shared_ptr<Buffer> RpcBufferType::alloc_impl(size_t size) {
   Connection& conn = device_.connection();
   AllocRequest q;
   q.set_device(device_.index());
   q.set_size(size);
+  q.set_layout(layout_);
   AllocReply r;
   auto c = conn.context();
   conn.check(conn.stub().Alloc(c.get(), q, &r), fmt::format("allocating {} bytes of {}", size, name_));
@@ -511,7 +576,7 @@ class RpcBackend final : public Backend {
       RpcBuffer::push_write(connection(), db->range(dst, 0, n), src.data);
     } else if (sb && dst.buffer->is_host()) {
       get_tensor_async(src, dst.data, 0, n);
-    } else if (sb && db) {
+    } else if (sb && db && !sb->has_layout() && !db->has_layout()) {
       connection().push(db->copy_call(sb->range(src, 0, n), db->range(dst, 0, n)));
     } else {
       return false;

@@ -292,6 +292,15 @@ std::unique_ptr<DecodedGraph> decode_graph(const GraphMsg& msg, Device& device, 
     check_node_shape(n, what);
     if (op_has_kernel(n.op) && !device.supports_op(n))
       fail("rpc: {} has no kernel for node {} ({} {})", device.name(), what, op_name(n.op), n.shape_string());
+    // Memory in a layout of its own (CPU_Repack) is read only where the
+    // device's kernel knows that layout: as a mul_mat's weight, whole.
+    for (int j = 0; j < kMaxSrc; ++j) {
+      const Tensor* s = n.src[j];
+      const Tensor* root = s && s->view_src ? s->view_src : s;
+      if (root && root->buffer && !device.supports_operand(n, j, root->buffer->type()))
+        fail("rpc: node {} ({}) cannot read operand {} from {} memory there", what, op_name(n.op), j,
+             root->buffer->type().name());
+    }
     out->graph.nodes().push_back(&n);
   }
   return out;

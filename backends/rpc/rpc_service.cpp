@@ -24,6 +24,40 @@ Tensor at(Buffer& buffer, uint64_t offset) {
   return t;
 }
 
+// Where `range` lies in `b`: the tensor it names, checked in full as a
+// tensor of a graph and around the range, with the range's start inside it;
+// or, when it names none, a byte position (start 0). Buffer's byte methods
+// take the tensor: a buffer of a layout type (CPU_Repack) stores its bytes
+// permuted by its type and shape.
+std::pair<Tensor, uint64_t> tensor_of(const BytesRange& range, Buffer& b) {
+  if (!range.has_tensor()) return {at(b, range.offset()), 0};
+  const TensorMsg& m = range.tensor();
+  if (m.buffer() != range.buffer())
+    fail("a range of buffer {} names a tensor in buffer {}", range.buffer(), m.buffer());
+  GraphMsg msg;
+  *msg.add_tensors() = m;
+  std::shared_ptr<Buffer> shared = b.shared_from_this();
+  auto decoded = decode_graph(msg, *b.type().device(), [&](uint64_t handle) {
+    return handle == range.buffer() ? shared : nullptr;
+  });
+  Tensor t = decoded->tensors.front();
+  if (t.op != Op::None || t.view_src) fail("a range names tensor {}, which is not plain data", tensor_label(t));
+  if (range.offset() < m.offset() || range.offset() - m.offset() > t.nbytes() ||
+      range.size() > t.nbytes() - (range.offset() - m.offset()))
+    fail("{} bytes at offset {} of buffer {} are not inside tensor {} ({} bytes at offset {})", range.size(),
+         range.offset(), range.buffer(), tensor_label(t), t.nbytes(), m.offset());
+  return {std::move(t), range.offset() - m.offset()};
+}
+
+// Buffer types of `d` that a client may allocate besides its default: those
+// that store weights in a layout of their own (not host memory).
+std::vector<BufferType*> layouts_of(Device& d) {
+  std::vector<BufferType*> out;
+  for (BufferType* bt : d.buffer_types())
+    if (bt != &d.default_buffer_type() && !bt->is_host() && bt->device() == &d) out.push_back(bt);
+  return out;
+}
+
 // Runs `f`, turning the errors it throws into an answer.
 template <class F>
 grpc::Status guarded(F&& f) {
@@ -83,7 +117,10 @@ struct Handlers::Session {
 
 Handlers::Handlers(std::vector<Device*> devices, ServiceOptions options)
     : devices_(std::move(devices)), options_(options) {
-  for (size_t i = 0; i < devices_.size(); ++i) device_mutex_.push_back(std::make_unique<std::mutex>());
+  for (Device* d : devices_) {
+    device_mutex_.push_back(std::make_unique<std::mutex>());
+    layouts_.push_back(layouts_of(*d));
+  }
 }
 
 Handlers::~Handlers() = default;
@@ -172,7 +209,8 @@ grpc::Status Handlers::hello(HelloReply& reply) {
   return guarded([&] {
     reply.set_protocol(kProtocolVersion);
     reply.set_cache(!options_.cache_dir.empty());
-    for (Device* d : devices_) {
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      Device* d = devices_[i];
       DeviceInfo& info = *reply.add_devices();
       const MemoryInfo m = d->memory();
       BufferType& bt = d->default_buffer_type();
@@ -184,6 +222,12 @@ grpc::Status Handlers::hello(HelloReply& reply) {
       info.set_buffer_type(std::string(bt.name()));
       info.set_alignment(bt.alignment());
       info.set_max_size(std::min(bt.max_size(), options_.max_alloc));
+      for (BufferType* layout : layouts_[i]) {
+        LayoutInfo& l = *info.add_layouts();
+        l.set_name(std::string(layout->name()));
+        l.set_alignment(layout->alignment());
+        l.set_max_size(std::min(layout->max_size(), options_.max_alloc));
+      }
     }
     return grpc::Status::OK;
   });
@@ -210,14 +254,38 @@ grpc::Status Handlers::supports_op(const SupportsOpRequest& request, SupportsOpR
     // Shapes only: the tensors carry no buffers, so decode sees no memory.
     for (const TensorMsg& t : request.graph().tensors())
       if (t.buffer() != 0) return invalid("supports_op: tensors must not name buffers");
-    try {
-      decode_graph(request.graph(), *d, nullptr);
-      reply.set_supported(true);
-    } catch (const Error&) {
-      reply.set_supported(false);  // malformed or unsupported: either way, not here
+    BufferType* layout = nullptr;
+    if (request.layout() != 0) {
+      layout = layout_at(request.graph().device(), request.layout(), status);
+      if (!layout) return status;
+      if (request.slot() < 0 || request.slot() >= kMaxSrc)
+        return invalid(fmt::format("supports_op: operand slot {} is outside [0, {})", request.slot(), kMaxSrc));
     }
+    std::unique_ptr<DecodedGraph> decoded;
+    try {
+      decoded = decode_graph(request.graph(), *d, nullptr);
+    } catch (const Error&) {
+      return grpc::Status::OK;  // malformed or unsupported: either way, not here
+    }
+    reply.set_supported(true);
+    if (!layout) return grpc::Status::OK;
+    const Tensor& node = *decoded->graph.nodes().front();
+    if (!node.src[request.slot()]) return grpc::Status::OK;
+    reply.set_readable(d->supports_operand(node, request.slot(), *layout));
+    reply.set_preferred(layout->supports_op(node));
     return grpc::Status::OK;
   });
+}
+
+BufferType* Handlers::layout_at(uint32_t device, uint32_t layout, grpc::Status& status) const {
+  if (device >= layouts_.size()) {
+    status = invalid(fmt::format("no device {} (this server has {})", device, devices_.size()));
+    return nullptr;
+  }
+  if (layout >= 1 && layout <= layouts_[device].size()) return layouts_[device][layout - 1];
+  status = invalid(fmt::format("device {} ({}) has no layout {} (it has {})", device, devices_[device]->name(), layout,
+                               layouts_[device].size()));
+  return nullptr;
 }
 
 template <class F>
@@ -242,9 +310,11 @@ grpc::Status Handlers::alloc(uint64_t session, const AllocRequest& request, Allo
                                       options_.max_alloc));
     std::shared_ptr<Session> owner = session_at(session, status);
     if (!owner) return status;
+    BufferType* type = &d->default_buffer_type();
+    if (request.layout() != 0 && !(type = layout_at(request.device(), request.layout(), status))) return status;
     std::shared_ptr<Buffer> b;
     try {
-      b = d->default_buffer_type().alloc(request.size());
+      b = type->alloc(request.size());
     } catch (const Error& e) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, e.what());
     }
@@ -285,8 +355,8 @@ grpc::Status Handlers::set_bytes(uint64_t session, const BytesRange& range, uint
       return invalid(fmt::format("set: chunk of {} bytes after {} overruns the transfer of {} bytes", data.size(),
                                  done, range.size()));
     if (data.empty()) return grpc::Status::OK;
-    Tensor t = at(*b, range.offset() + done);
-    b->set_tensor(t, data.data(), 0, data.size());
+    auto [t, start] = tensor_of(range, *b);
+    b->set_tensor(t, data.data(), start + done, data.size());
     return grpc::Status::OK;
   });
 }
@@ -304,8 +374,8 @@ grpc::Status Handlers::get_bytes(uint64_t session, const BytesRange& range,
         if (!b) return status;
         chunk.mutable_data()->resize(n);
         if (n) {
-          Tensor t = at(*b, range.offset() + done);
-          b->get_tensor(t, chunk.mutable_data()->data(), 0, n);
+          auto [t, start] = tensor_of(range, *b);
+          b->get_tensor(t, chunk.mutable_data()->data(), start + done, n);
         }
         return grpc::Status::OK;
       });
@@ -328,14 +398,14 @@ grpc::Status Handlers::set_from_cache(uint64_t session, const CachedBytes& reque
     const auto path = std::filesystem::path(options_.cache_dir) / (hex(request.sha256()) + ".bin");
     std::error_code ec;
     if (std::filesystem::file_size(path, ec) != request.range().size() || ec) return grpc::Status::OK;
+    auto [t, start] = tensor_of(request.range(), *b);
     std::ifstream in(path, std::ios::binary);
     std::string chunk;
     for (uint64_t done = 0; done < request.range().size(); done += chunk.size()) {
       chunk.resize(std::min<uint64_t>(kChunkBytes, request.range().size() - done));
       if (!in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())))
         return grpc::Status(grpc::StatusCode::INTERNAL, fmt::format("cannot read {}", path.string()));
-      Tensor t = at(*b, request.range().offset() + done);
-      b->set_tensor(t, chunk.data(), 0, chunk.size());
+      b->set_tensor(t, chunk.data(), start + done, chunk.size());
     }
     reply.set_hit(true);
     return grpc::Status::OK;
@@ -352,6 +422,7 @@ grpc::Status Handlers::cache_store(uint64_t session, const BytesRange& range, co
     const auto dir = std::filesystem::path(options_.cache_dir);
     const auto path = dir / (hex(sha256) + ".bin");
     if (std::filesystem::exists(path)) return grpc::Status::OK;
+    auto [t, start] = tensor_of(range, *b);
     // Hash what arrived, not what the client claims: a wrong claim is refused
     // and never names a file. The temporary file is the session's own, as
     // two sessions may store the same weights at once.
@@ -362,8 +433,7 @@ grpc::Status Handlers::cache_store(uint64_t session, const BytesRange& range, co
     std::string chunk;
     for (uint64_t done = 0; done < range.size(); done += chunk.size()) {
       chunk.resize(std::min<uint64_t>(kChunkBytes, range.size() - done));
-      Tensor t = at(*b, range.offset() + done);
-      b->get_tensor(t, chunk.data(), 0, chunk.size());
+      b->get_tensor(t, chunk.data(), start + done, chunk.size());
       EVP_DigestUpdate(md.get(), chunk.data(), chunk.size());
       out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     }
@@ -388,8 +458,8 @@ grpc::Status Handlers::memset(uint64_t session, const MemsetRequest& request) {
     std::shared_ptr<Buffer> b = s.checked_range(request.range(), status);
     if (!b) return status;
     if (request.range().size() == 0) return grpc::Status::OK;
-    Tensor t = at(*b, request.range().offset());
-    b->memset_tensor(t, static_cast<uint8_t>(request.value()), 0, request.range().size());
+    auto [t, start] = tensor_of(request.range(), *b);
+    b->memset_tensor(t, static_cast<uint8_t>(request.value()), start, request.range().size());
     return grpc::Status::OK;
   });
 }
@@ -406,11 +476,12 @@ grpc::Status Handlers::copy(uint64_t session, const CopyRequest& request) {
     std::shared_ptr<Buffer> dst = s.checked_range(dst_range, status);
     if (!dst) return status;
     // Staged through the host: correct for any two buffers, overlapping too.
+    // The source's tensor, when named, reads its bytes plain; they land raw.
     std::string bytes(request.src().size(), '\0');
+    auto [t, start] = tensor_of(request.src(), *src);
     for (uint64_t done = 0; done < bytes.size(); done += kChunkBytes) {
       const size_t n = std::min<uint64_t>(kChunkBytes, bytes.size() - done);
-      Tensor t = at(*src, request.src().offset() + done);
-      src->get_tensor(t, bytes.data() + done, 0, n);
+      src->get_tensor(t, bytes.data() + done, start + done, n);
     }
     for (uint64_t done = 0; done < bytes.size(); done += kChunkBytes) {
       const size_t n = std::min<uint64_t>(kChunkBytes, bytes.size() - done);
@@ -435,8 +506,8 @@ grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, 
           return false;
         }
         if (w.data().empty()) continue;
-        Tensor t = at(*b, w.range().offset());
-        b->set_tensor(t, w.data().data(), 0, w.data().size());
+        auto [t, start] = tensor_of(w.range(), *b);
+        b->set_tensor(t, w.data().data(), start, w.data().size());
       }
       return true;
     };

@@ -31,7 +31,7 @@
 namespace loom::rpc {
 
 // Bumped when the messages change meaning; Hello reports it.
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 // Bytes per SetBytes / GetBytes chunk (below gRPC's 4 MiB message limit).
 inline constexpr size_t kChunkBytes = size_t{1} << 20;
 
@@ -93,12 +93,15 @@ class Handlers {
  private:
   struct Session;
   Device* device_at(uint32_t index, grpc::Status& status) const;
+  // DeviceInfo.layouts[layout - 1] of the device, or null with the reason.
+  BufferType* layout_at(uint32_t device, uint32_t layout, grpc::Status& status) const;
   std::shared_ptr<Session> session_at(uint64_t id, grpc::Status& status) const;
   // Runs f(session) with the session locked, or answers why there is none.
   template <class F>
   grpc::Status in_session(uint64_t id, F&& f);
 
   std::vector<Device*> devices_;
+  std::vector<std::vector<BufferType*>> layouts_;  // per device: its buffer types beyond the default
   ServiceOptions options_;
   mutable std::mutex mutex_;  // guards sessions_ and the counters
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;

@@ -181,13 +181,16 @@ bool device_runs(Device& device, const Tensor& w, Op use) {
   return device.supports_op(u.node) && device.supports_operand(u.node, u.slot, device.default_buffer_type());
 }
 
-// A buffer type of `device` beyond plain memory (CPU_Repack) that wants `w`
-// as src0 of its mul_mats (BufferType::supports_op) and that the device can
-// read it from there (Device::supports_operand), or null.
+// A buffer type of `device` beyond its default and host memory (CPU_Repack,
+// or a remote CPU's) that wants `w` as src0 of its mul_mats
+// (BufferType::supports_op) and that the device can read it from there
+// (Device::supports_operand), or null.
 BufferType* weight_layout_type(Device& device, const Tensor& w) {
   const WeightUse u(w, Op::MulMat, 1);
   for (BufferType* bt : device.buffer_types())
-    if (!bt->is_host() && device.supports_operand(u.node, u.slot, *bt) && bt->supports_op(u.node)) return bt;
+    if (bt != &device.default_buffer_type() && !bt->is_host() && device.supports_operand(u.node, u.slot, *bt) &&
+        bt->supports_op(u.node))
+      return bt;
   return nullptr;
 }
 
@@ -223,10 +226,11 @@ BufferType& Model::choose_buffer_type(const Tensor& w, int64_t layer, Op use, co
     fallback = fmt::format("{} cannot run {} with {} weights", device->name(), op_name(use), type_name(w.type));
     device = &cpu;
   }
-  // Matrices the CPU multiplies faster in its own layout are copied there
-  // (CPU_Repack); an override to CPU_Mapped keeps one in the mapping instead.
-  if (device == &cpu && use == Op::MulMat)
-    if (BufferType* bt = weight_layout_type(cpu, w)) return *bt;
+  // Matrices a device multiplies faster in its own layout are copied there
+  // (CPU_Repack, RPC0:CPU_Repack); an override to a plain type (CPU_Mapped,
+  // RPC0:CPU) keeps one plain instead.
+  if (use == Op::MulMat)
+    if (BufferType* bt = weight_layout_type(*device, w)) return *bt;
   if (device == &cpu && file_->mapped() && file_->alignment() % 32 == 0)
     if (BufferType* mapped = cpu.host_ptr_buffer_type()) return *mapped;
   return device->default_buffer_type();
