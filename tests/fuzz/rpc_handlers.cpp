@@ -2,7 +2,7 @@
 // as a client's messages reach them after gRPC has parsed the bytes. The
 // first input byte picks the handler, the rest is its request message.
 // Each input gets a fresh server with one session holding two 4 KiB CPU
-// buffers (handles 1 and 2). A compute request runs twice: as sent, then by
+// buffers (handles 1 and 2) and one of CPU_Repack (3). A compute request runs twice: as sent, then by
 // the id it got, with the request's patches applied to that graph. A handler must answer every request, however malformed, with a
 // status: an exception escaping it, a crash or a sanitizer report is a
 // finding.
@@ -41,9 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Handlers h({&loom::Registry::get().cpu()}, {.max_alloc = 1 << 16, .graph_cache = 2});
   uint64_t id = 0;
   (void)h.open_session(id);
-  for (int i = 0; i < 2; ++i) {
+  for (uint32_t layout : {0, 0, 1}) {  // 1 and 2 plain, 3 CPU_Repack
     AllocRequest q;
     q.set_size(4096);
+    q.set_layout(layout);
     AllocReply r;
     (void)h.alloc(id, q, r);
   }

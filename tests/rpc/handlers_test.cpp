@@ -301,6 +301,12 @@ TEST_F(Handlers_, FuzzSeedGraphsRun) {
   int n = 0;
   alloc(4096);  // buffers 1 and 2
   alloc(4096);
+  AllocRequest layout;  // buffer 3: CPU_Repack
+  layout.set_size(4096);
+  layout.set_layout(1);
+  AllocReply r3;
+  ASSERT_TRUE(h_.alloc(s_, layout, r3).ok());
+  ASSERT_EQ(r3.buffer(), 3u);
   for (const auto& entry : std::filesystem::directory_iterator(LOOM_RPC_FUZZ_SEEDS)) {
     std::ifstream f(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
