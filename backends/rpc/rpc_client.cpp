@@ -271,14 +271,7 @@ class RpcBuffer final : public Buffer {
     if (has_layout()) {
       const Tensor& root = t.view_src ? *t.view_src : t;
       auto m = std::make_shared<TensorMsg>();
-      m->set_type(static_cast<uint32_t>(root.type));
-      for (int d = 0; d < kMaxDims; ++d) {
-        m->add_ne(root.ne[d]);
-        m->add_nb(root.nb[d]);
-      }
-      m->set_view_src(-1);
-      m->set_buffer(handle_);
-      m->set_offset(offset_of(root));
+      encode_tensor(root, RemoteRef{handle_, offset_of(root)}, *m);
       r.tensor = std::move(m);
     }
     return r;

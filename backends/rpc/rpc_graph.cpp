@@ -27,6 +27,20 @@ int32_t index_of(std::unordered_map<const Tensor*, int32_t>& ids, const Tensor* 
 
 }  // namespace
 
+void encode_tensor(const Tensor& t, RemoteRef ref, TensorMsg& m) {
+  m.set_type(static_cast<uint32_t>(t.type));
+  for (int d = 0; d < kMaxDims; ++d) {
+    m.add_ne(t.ne[d]);
+    m.add_nb(t.nb[d]);
+  }
+  m.set_op(static_cast<uint32_t>(Op::None));
+  m.set_view_src(-1);
+  m.set_buffer(ref.buffer);
+  m.set_offset(ref.offset);
+  m.set_flags(t.flags);
+  m.set_name(t.name.substr(0, kMaxNameBytes));
+}
+
 void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device, GraphMsg& out) {
   out.Clear();
   out.set_device(device);
@@ -42,23 +56,14 @@ void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uin
     if (node)
       for (Tensor* s : t->src) add(s);
     TensorMsg& m = *out.add_tensors();
-    m.set_type(static_cast<uint32_t>(t->type));
-    for (int d = 0; d < kMaxDims; ++d) {
-      m.add_ne(t->ne[d]);
-      m.add_nb(t->nb[d]);
-    }
-    m.set_op(static_cast<uint32_t>(node ? t->op : Op::None));
+    encode_tensor(*t, ref_of(*t), m);
     if (node) {
+      m.set_op(static_cast<uint32_t>(t->op));
       for (int32_t p : t->op_params) m.add_op_params(p);
       for (Tensor* s : t->src) m.add_src(index_of(ids, s));
     }
     m.set_view_src(index_of(ids, t->view_src));
     m.set_view_offs(t->view_offs);
-    const RemoteRef ref = ref_of(*t);
-    m.set_buffer(ref.buffer);
-    m.set_offset(ref.offset);
-    m.set_flags(t->flags);
-    m.set_name(t->name.substr(0, kMaxNameBytes));
     ids.emplace(t, static_cast<int32_t>(ids.size()));
   };
   for (Tensor* n : nodes) add(n);

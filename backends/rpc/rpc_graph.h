@@ -27,6 +27,9 @@ struct RemoteRef {
 };
 using RemoteRefOf = std::function<RemoteRef(const Tensor&)>;
 
+// Fills `out` with `t` as data: type, shape, strides and memory, no op.
+void encode_tensor(const Tensor& t, RemoteRef ref, TensorMsg& out);
+
 // Serializes `nodes` and every tensor they reach (operands, view sources).
 void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device, GraphMsg& out);
 

@@ -278,10 +278,7 @@ grpc::Status Handlers::supports_op(const SupportsOpRequest& request, SupportsOpR
 }
 
 BufferType* Handlers::layout_at(uint32_t device, uint32_t layout, grpc::Status& status) const {
-  if (device >= layouts_.size()) {
-    status = invalid(fmt::format("no device {} (this server has {})", device, devices_.size()));
-    return nullptr;
-  }
+  if (!device_at(device, status)) return nullptr;
   if (layout >= 1 && layout <= layouts_[device].size()) return layouts_[device][layout - 1];
   status = invalid(fmt::format("device {} ({}) has no layout {} (it has {})", device, devices_[device]->name(), layout,
                                layouts_[device].size()));
