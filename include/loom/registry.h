@@ -76,6 +76,11 @@ class Registry {
   // variable and the entry for a malformed entry, a zero size or an unknown
   // device; nothing is capped then.
   static void apply_memory_caps(const std::vector<Device*>& devices, std::string_view spec);
+  // Applies the entries of the LOOM_DEVICE_MEMORY variable that name local
+  // devices (remote = false: when the registry is first filled) or remote
+  // ones ("RPC…", remote = true: once the rpc-servers have been connected,
+  // or not); throws as apply_memory_caps does.
+  void apply_env_memory_caps(bool remote);
   // Warns about LOOM_DEVICES names that match no device: local names
   // (remote = false) when the registry is first filled, remote ones ("RPC…",
   // remote = true) once the rpc-servers have been connected, or not.

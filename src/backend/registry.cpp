@@ -45,7 +45,7 @@ Registry& Registry::get() {
     r->load_plugins_from_search_path();
     r->apply_filter();
     r->warn_unknown_filter_names(false);  // remote (RPC) names once --rpc has connected
-    if (const char* caps = std::getenv("LOOM_DEVICE_MEMORY")) apply_memory_caps(r->all_devices_, caps);
+    r->apply_env_memory_caps(false);  // remote (RPC) devices' caps once --rpc has connected
     return r;
   }();
   return *registry;
@@ -124,12 +124,26 @@ void Registry::apply_filter() {
   devices_ = filter_devices(all_devices_, env ? env : "");
 }
 
+namespace {
+
+bool names_remote_device(std::string_view name) { return name.size() >= 3 && iequals(name.substr(0, 3), "RPC"); }
+
+}  // namespace
+
+void Registry::apply_env_memory_caps(bool remote) {
+  const char* env = std::getenv("LOOM_DEVICE_MEMORY");
+  if (!env) return;
+  std::string spec;
+  for (const auto& entry : split(env, ','))
+    if (names_remote_device(entry) == remote) spec += (spec.empty() ? "" : ",") + entry;
+  if (!spec.empty()) apply_memory_caps(all_devices_, spec);
+}
+
 void Registry::warn_unknown_filter_names(bool remote) const {
   const char* env = std::getenv("LOOM_DEVICES");
   if (!env) return;
   for (const auto& w : split(env, ',')) {
-    const bool names_remote = w.size() >= 3 && iequals(std::string_view(w).substr(0, 3), "RPC");
-    if (names_remote != remote) continue;
+    if (names_remote_device(w) != remote) continue;
     if (std::none_of(all_devices_.begin(), all_devices_.end(), [&w](Device* d) { return iequals(w, d->name()); }))
       log(LogLevel::Warn, "LOOM_DEVICES names '{}', which is not a registered device", w);
   }

@@ -32,6 +32,7 @@ void connect_rpc(const Args& args) {
   const std::optional<std::string> list = args.has("--rpc") ? args.get("--rpc") : env("LOOM_RPC");
   if (!list) {
     Registry::get().warn_unknown_filter_names(true);
+    Registry::get().apply_env_memory_caps(true);  // an RPC entry then names no device: an error
     return;
   }
 #if LOOM_HAVE_RPC
@@ -47,6 +48,7 @@ void connect_rpc(const Args& args) {
   }
   Registry::get().add_family(rpc::connect(o), "rpc " + *list);
   Registry::get().warn_unknown_filter_names(true);
+  Registry::get().apply_env_memory_caps(true);
   // What went over the wire, once the command is done.
   std::atexit([] {
     const rpc::TransferStats s = rpc::transfer_stats();
