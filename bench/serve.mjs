@@ -7,13 +7,16 @@
 // with every round, so a change in the machine's load hits both alike.
 // Prints a side-by-side table with ratios (Loom over llama-server; for
 // time to first token below 1 is better) and writes every sample as JSON
-// lines.
+// lines. Byte tokens <0x80>..<0xFF> get logit_bias -100 in every request to
+// both servers: a model with random weights (loom make-model) emits them
+// alone, and llama-server's output parser answers a lone UTF-8 byte with
+// HTTP 500 ("does not match the expected Content-only format").
 //
 // usage: bench/serve --loom LOOM --llama-server LLAMA_SERVER -m MODEL
 //          [-np 4] [-c 2048] [-t THREADS] [--clients 1,4,16] [--requests 2]
 //          [--max-tokens 32] [--prompt-words 24] [--rounds 2] [--out FILE.jsonl]
 // --requests: requests per client in each measurement.
-import {spawn} from "node:child_process";
+import {execFileSync, spawn} from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -69,7 +72,7 @@ async function request(base, prompt, maxTokens) {
   const t0 = performance.now();
   const res = await fetch(base + "/v1/completions", {
     method: "POST", headers: {"Content-Type": "application/json"},
-    body: JSON.stringify({prompt, max_tokens: maxTokens, temperature: 0, stream: true,
+    body: JSON.stringify({prompt, max_tokens: maxTokens, temperature: 0, stream: true, logit_bias: banned,
                           stream_options: {include_usage: true}}),
   });
   if (!res.ok) throw new Error(`${base}: ${res.status} ${await res.text()}`);
@@ -120,6 +123,10 @@ const percentile = (xs, p) => {
 };
 
 const a = parseArgs(process.argv.slice(2));
+// The model's byte tokens of 0x80..0xFF, from its vocabulary (loom inspect).
+const vocab = JSON.parse(execFileSync(a.loom, ["inspect", a.model, "--json", "--no-tensors"],
+                                      {maxBuffer: 1 << 30})).metadata["tokenizer.ggml.tokens"] ?? [];
+const banned = Object.fromEntries(vocab.flatMap((t, id) => /^<0x[89A-Fa-f][0-9A-Fa-f]>$/.test(t) ? [[id, -100]] : []));
 const [loomPort, llamaPort] = [await freePort(), await freePort()];
 const common = ["-m", a.model, "-np", String(a.np), "-c", String(a.c), "-t", String(a.t)];
 const servers = [
