@@ -20,7 +20,7 @@ namespace loom::rpc {
 namespace {
 
 std::atomic<uint64_t> g_sent{0}, g_saved{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0},
-    g_graphs_patched{0}, g_graph_bytes{0};
+    g_graphs_patched{0}, g_graph_bytes{0}, g_reads_in_replies{0};
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -51,6 +51,12 @@ struct Range {
     r.set_size(size);
     if (tensor) *r.mutable_tensor() = *tensor;
   }
+};
+
+// A read of a range into client memory, made when its call runs.
+struct Read {
+  Range range;
+  void* data;
 };
 
 // One server: the channel, the session, the token and the deadline of every call.
@@ -103,7 +109,10 @@ class Connection {
   // Every call that touches the session's buffers or runs graphs goes
   // through one queue, in order; push returns at once, run waits. Small
   // writes (write_later) wait in a list and travel with the next compute
-  // request, or on their own just before any other call is queued.
+  // request, or on their own just before any other call is queued. A
+  // compute request is held (hold) until the next call is queued, so that
+  // the reads asked for right after it (read_with_compute: the logits)
+  // come back in its reply.
   uint64_t push(std::function<void()> call) {
     flush();
     return calls_->push(std::move(call));
@@ -128,12 +137,31 @@ class Connection {
     std::lock_guard lock(writes_mutex_);
     writes_bytes_ += r.size;
     writes_.push_back(std::move(w));
-    if (writes_bytes_ >= kMaxWriteBytes) queue_writes_locked();  // many inputs before a graph: they go now
+    if (writes_bytes_ >= kMaxWriteBytes) queue_waiting_locked();  // many inputs before a graph: they go now
   }
   std::vector<Write> take_writes() {
     std::lock_guard lock(writes_mutex_);
     writes_bytes_ = 0;
     return std::exchange(writes_, {});
+  }
+
+  // Holds a compute call, queuing whatever waited before it. `send` makes
+  // the call with the reads added to it by then.
+  using ComputeSend = std::function<void(const std::vector<Read>&)>;
+  void hold(ComputeSend send) {
+    std::lock_guard lock(writes_mutex_);
+    queue_waiting_locked();
+    held_ = std::move(send);
+  }
+  // Adds a read to the held compute call; false when none is held, when
+  // writes came after it (they must run before the read) or when the
+  // reads would pass what one reply may carry.
+  bool read_with_compute(const Range& r, void* data) {
+    std::lock_guard lock(writes_mutex_);
+    if (!held_ || !writes_.empty() || r.size > kMaxReplyReadBytes - held_read_bytes_) return false;
+    held_reads_.push_back({r, data});
+    held_read_bytes_ += r.size;
+    return true;
   }
 
   // Sends writes alone, as a compute request without a graph (on the queue).
@@ -196,20 +224,27 @@ class Connection {
   std::unique_ptr<grpc::ClientReader<SessionEvent>> attach_;
   std::unique_ptr<CallQueue> calls_;
   static constexpr size_t kMaxWriteBytes = size_t{8} << 20;  // waiting writes, at most
-  std::mutex writes_mutex_;
+  std::mutex writes_mutex_;  // guards the writes and the held compute call
   std::vector<Write> writes_;
   size_t writes_bytes_ = 0;
+  ComputeSend held_;
+  std::vector<Read> held_reads_;
+  uint64_t held_read_bytes_ = 0;
 
-  // The waiting writes as one call, queued under the lock so that two
-  // threads writing inputs keep their order.
-  void queue_writes_locked() {
+  // The held compute call, then the writes made after it as one call,
+  // queued under the lock so that two threads writing inputs keep their order.
+  void queue_waiting_locked() {
+    if (held_) {
+      calls_->push([send = std::exchange(held_, nullptr), reads = std::exchange(held_reads_, {})] { send(reads); });
+      held_read_bytes_ = 0;
+    }
     if (writes_.empty()) return;
     writes_bytes_ = 0;
     calls_->push([this, batch = std::exchange(writes_, {})] { send_writes(batch); });
   }
   void flush() {
     std::lock_guard lock(writes_mutex_);
-    queue_writes_locked();
+    queue_waiting_locked();
   }
 };
 
@@ -527,23 +562,33 @@ class RpcBackend final : public Backend {
   explicit RpcBackend(RpcDevice& device) : device_(device) {}
   ~RpcBackend() override {
     // Queued graphs refer to this backend's list of graphs sent.
-    CallQueue& calls = device_.connection().queue();
-    calls.wait_quietly(calls.last());
+    device_.connection().queue().wait_quietly(device_.connection().mark());
   }
   Device& device() const override { return device_; }
   Connection& connection() const { return device_.connection(); }
 
   // Encodes the graph now (its tensors may change once this returns) and
   // queues the call: returns before the server has run it (synchronize).
+  // A graph with the signature of one encoded lately (a generation step
+  // like the last) reuses that encoding.
   void compute(Graph& graph) override {
-    GraphMsg msg;
-    encode_graph(graph.nodes(), [&](const Tensor& t) { return ref_of(t); }, device_.index(), msg);
+    const RemoteRefOf ref = [&](const Tensor& t) { return ref_of(t); };
+    auto sig = std::make_shared<const GraphSignature>(graph_signature(graph.nodes(), ref, device_.index()));
+    auto it = std::find_if(encoded_.begin(), encoded_.end(), [&](const Encoded& e) { return *e.sig == *sig; });
+    if (it != encoded_.end()) {
+      encoded_.splice(encoded_.begin(), encoded_, it);
+    } else {
+      auto msg = std::make_shared<GraphMsg>();
+      encode_graph(graph.nodes(), ref, device_.index(), *msg);
+      encoded_.push_front({std::move(sig), std::move(msg)});
+      if (encoded_.size() > kRemembered) encoded_.pop_back();
+    }
+    Encoded e = encoded_.front();
     std::string what = fmt::format("computing a graph of {} nodes on {}", graph.size(), device_.name());
     // The inputs written since the last call travel with the graph.
     std::vector<Write> writes = connection().take_writes();
-    connection().push([this, msg = std::move(msg), what = std::move(what), writes = std::move(writes)]() mutable {
-      run_graph(std::move(msg), what, writes);
-    });
+    connection().hold([this, e = std::move(e), what = std::move(what), writes = std::move(writes)](
+                          const std::vector<Read>& reads) { run_graph(e, what, writes, reads); });
   }
 
   // The bytes are taken at once, so the caller may reuse its memory.
@@ -553,10 +598,13 @@ class RpcBackend final : public Backend {
     RpcBuffer::push_write(connection(), b->range(t, offset, size), data);
   }
   // `data` is written when the call has run: read it after synchronize.
+  // Right after compute, the bytes come in the compute call's reply.
   void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t size) override {
     RpcBuffer* b = local(t);
     if (!b) return Backend::get_tensor_async(t, data, offset, size);
-    connection().push([&conn = connection(), r = b->range(t, offset, size), data] { RpcBuffer::read(conn, r, data); });
+    Range r = b->range(t, offset, size);
+    if (connection().read_with_compute(r, data)) return;
+    connection().push([&conn = connection(), r = std::move(r), data] { RpcBuffer::read(conn, r, data); });
   }
   // Host to this server, this server to the host, or within this server.
   bool copy_tensor_async(const Tensor& src, Tensor& dst) override {
@@ -585,16 +633,21 @@ class RpcBackend final : public Backend {
     return b && &b->connection() == &connection() ? b : nullptr;
   }
 
+  // A graph as encoded, and its signature; shared with the calls queued.
+  struct Encoded {
+    std::shared_ptr<const GraphSignature> sig;
+    std::shared_ptr<const GraphMsg> msg;
+  };
+
   // Sends a graph (run on the connection's queue): by id when the server
   // has it, as patches of one of the same structure, else whole.
-  void run_graph(GraphMsg msg, const std::string& what, const std::vector<Write>& writes) {
-    std::string bytes;
-    msg.SerializeToString(&bytes);
+  void run_graph(const Encoded& e, const std::string& what, const std::vector<Write>& writes,
+                 const std::vector<Read>& reads) {
     // The same graph as one sent before: run it by id.
-    if (auto it = find_sent(bytes); it != sent_.end()) {
+    if (auto it = find_sent(*e.sig); it != sent_.end()) {
       ComputeRequest q;
       q.set_graph_id(it->id);
-      if (send(q, what, writes)) {
+      if (send(q, what, writes, reads)) {
         ++g_graphs_reused;
         sent_.splice(sent_.begin(), sent_, it);
         return;
@@ -603,48 +656,61 @@ class RpcBackend final : public Backend {
     }
     // The same structure as one sent before: only the tensors that changed.
     if (connection().graph_patches()) {
-      auto [base, q] = patches_for(msg);
+      auto [base, q] = patches_for(*e.msg);
       if (base != sent_.end()) {
-        if (uint64_t id = send(q, what, writes)) {
+        if (uint64_t id = send(q, what, writes, reads)) {
           ++g_graphs_patched;
-          remember(std::move(bytes), std::move(msg), id);
+          remember(e, id);
           return;
         }
         sent_.erase(base);
       }
     }
     ComputeRequest q;
-    *q.mutable_graph() = msg;
-    const uint64_t id = send(q, what, writes, /*whole=*/true);
+    *q.mutable_graph() = *e.msg;
+    const uint64_t id = send(q, what, writes, reads, /*whole=*/true);
     ++g_graphs_sent;
-    remember(std::move(bytes), std::move(msg), id);
+    remember(e, id);
   }
 
   static constexpr size_t kRemembered = 8;
   struct Sent {
-    std::string bytes;  // the encoded graph
-    GraphMsg msg;
+    Encoded graph;
     uint64_t id;  // the server's
   };
 
   // The server's id for the graph; 0 when the server no longer has the graph
   // the request names (NOT_FOUND; never for a whole graph); throws on any other failure.
-  // The writes go with it (made by the server only when it has the graph).
-  uint64_t send(ComputeRequest q, const std::string& what, const std::vector<Write>& writes, bool whole = false) {
+  // The writes and reads go with it (made by the server only when it has the graph).
+  uint64_t send(ComputeRequest q, const std::string& what, const std::vector<Write>& writes,
+                const std::vector<Read>& reads, bool whole = false) {
     Connection& conn = device_.connection();
     g_graph_bytes += q.ByteSizeLong();
     for (const Write& w : writes) *q.add_writes() = w;
+    for (const Read& rd : reads) rd.range.to(*q.add_reads());
     ComputeReply r;
     auto c = conn.context();
     const grpc::Status s = conn.stub().Compute(c.get(), q, &r);
     if (s.error_code() == grpc::StatusCode::NOT_FOUND && !whole) return 0;
     conn.check(s, what);
     Connection::count_sent(writes);
+    if (r.data_size() != static_cast<int>(reads.size()))
+      fail("RPC{} server {}: {}: {} reads asked for, {} answered", conn.index(), conn.endpoint(), what, reads.size(),
+           r.data_size());
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const Range& range = reads[i].range;
+      if (r.data(static_cast<int>(i)).size() != range.size)
+        fail("RPC{} server {}: reading tensor {}: {} of {} bytes arrived", conn.index(), conn.endpoint(), range.label,
+             r.data(static_cast<int>(i)).size(), range.size);
+      std::memcpy(reads[i].data, r.data(static_cast<int>(i)).data(), range.size);
+      g_received += range.size;
+      ++g_reads_in_replies;
+    }
     return r.graph_id();
   }
 
-  std::list<Sent>::iterator find_sent(const std::string& bytes) {
-    return std::find_if(sent_.begin(), sent_.end(), [&](const Sent& s) { return s.bytes == bytes; });
+  std::list<Sent>::iterator find_sent(const GraphSignature& sig) {
+    return std::find_if(sent_.begin(), sent_.end(), [&](const Sent& s) { return *s.graph.sig == sig; });
   }
 
   // The remembered graph of the same structure (tensor count, nodes, device)
@@ -654,7 +720,7 @@ class RpcBackend final : public Backend {
     auto best = sent_.end();
     ComputeRequest best_q;
     for (auto it = sent_.begin(); it != sent_.end(); ++it) {
-      const GraphMsg& old = it->msg;
+      const GraphMsg& old = *it->graph.msg;
       if (old.tensors_size() != msg.tensors_size() || old.device() != msg.device() ||
           !std::equal(old.nodes().begin(), old.nodes().end(), msg.nodes().begin(), msg.nodes().end()))
         continue;
@@ -675,8 +741,8 @@ class RpcBackend final : public Backend {
     return {best, std::move(best_q)};
   }
 
-  void remember(std::string bytes, GraphMsg msg, uint64_t id) {
-    sent_.push_front({std::move(bytes), std::move(msg), id});
+  void remember(const Encoded& e, uint64_t id) {
+    sent_.push_front({e, id});
     if (sent_.size() > kRemembered) sent_.pop_back();
   }
 
@@ -691,6 +757,7 @@ class RpcBackend final : public Backend {
 
   RpcDevice& device_;
   std::list<Sent> sent_;  // most recent first; touched on the connection's queue only
+  std::list<Encoded> encoded_;  // most recent first; touched by compute only
 };
 
 // A position in a connection's queue. Another server's backend waits for
@@ -748,7 +815,8 @@ class RpcFamily final : public BackendFamily {
 }  // namespace
 
 TransferStats transfer_stats() {
-  return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused, g_graphs_patched, g_graph_bytes};
+  return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused, g_graphs_patched, g_graph_bytes,
+          g_reads_in_replies};
 }
 
 std::vector<std::string> parse_endpoints(std::string_view list) {

@@ -48,6 +48,7 @@ struct TransferStats {
   uint64_t graphs_reused = 0;   // graphs run again by id
   uint64_t graphs_patched = 0;  // graphs sent as patches of one sent before
   uint64_t graph_bytes = 0;     // bytes of the compute requests (graphs, ids, patches)
+  uint64_t reads_in_replies = 0;  // reads that came back in a compute call's reply (no call of their own)
 };
 TransferStats transfer_stats();
 

@@ -41,33 +41,76 @@ void encode_tensor(const Tensor& t, RemoteRef ref, TensorMsg& m) {
   m.set_name(t.name.substr(0, kMaxNameBytes));
 }
 
-void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device, GraphMsg& out) {
-  out.Clear();
-  out.set_device(device);
+namespace {
+
+// Calls visit(t, node, ids) once for each of `nodes` and every tensor they
+// reach, operands and view sources before the tensors that use them; `ids`
+// numbers the tensors visited before. A tensor that is not a node (a
+// weight, an input, a result of an earlier graph) is data only: its
+// operands are not visited.
+template <class Visit>
+std::unordered_map<const Tensor*, int32_t> visit_in_order(std::span<Tensor* const> nodes, Visit&& visit) {
   std::unordered_map<const Tensor*, int32_t> ids;
+  ids.reserve(nodes.size() * 2);
   const std::unordered_set<const Tensor*> is_node(nodes.begin(), nodes.end());
-  // Operands and view sources before the tensors that use them. A tensor
-  // that is not a node (a weight, an input, a result of an earlier graph)
-  // goes as data only: no op, no operands.
   std::function<void(Tensor*)> add = [&](Tensor* t) {
     if (!t || ids.count(t)) return;
     const bool node = is_node.count(t) != 0;
     add(t->view_src);
     if (node)
       for (Tensor* s : t->src) add(s);
-    TensorMsg& m = *out.add_tensors();
-    encode_tensor(*t, ref_of(*t), m);
-    if (node) {
-      m.set_op(static_cast<uint32_t>(t->op));
-      for (int32_t p : t->op_params) m.add_op_params(p);
-      for (Tensor* s : t->src) m.add_src(index_of(ids, s));
-    }
-    m.set_view_src(index_of(ids, t->view_src));
-    m.set_view_offs(t->view_offs);
+    visit(*t, node, ids);
     ids.emplace(t, static_cast<int32_t>(ids.size()));
   };
   for (Tensor* n : nodes) add(n);
+  return ids;
+}
+
+}  // namespace
+
+void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device, GraphMsg& out) {
+  out.Clear();
+  out.set_device(device);
+  const auto ids = visit_in_order(nodes, [&](const Tensor& t, bool node, auto& ids) {
+    TensorMsg& m = *out.add_tensors();
+    encode_tensor(t, ref_of(t), m);
+    if (node) {
+      m.set_op(static_cast<uint32_t>(t.op));
+      for (int32_t p : t.op_params) m.add_op_params(p);
+      for (Tensor* s : t.src) m.add_src(index_of(ids, s));
+    }
+    m.set_view_src(index_of(ids, t.view_src));
+    m.set_view_offs(t.view_offs);
+  });
   for (Tensor* n : nodes) out.add_nodes(ids.at(n));
+}
+
+GraphSignature graph_signature(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device) {
+  GraphSignature sig;
+  sig.reserve(nodes.size() * 48);
+  sig.push_back(device);
+  // The fields encode_graph writes, in its order, names left out; every
+  // tensor gives the same count of words, so no two graphs run together.
+  const auto ids = visit_in_order(nodes, [&](const Tensor& t, bool node, auto& ids) {
+    sig.push_back(static_cast<uint64_t>(t.type));
+    for (int d = 0; d < kMaxDims; ++d) {
+      sig.push_back(static_cast<uint64_t>(t.ne[d]));
+      sig.push_back(t.nb[d]);
+    }
+    sig.push_back(node);
+    sig.push_back(static_cast<uint64_t>(node ? t.op : Op::None));
+    for (int32_t p : t.op_params) sig.push_back(node ? static_cast<uint32_t>(p) : 0);
+    for (Tensor* s : t.src) sig.push_back(node ? static_cast<uint32_t>(index_of(ids, s)) : 0);
+    sig.push_back(static_cast<uint32_t>(index_of(ids, t.view_src)));
+    sig.push_back(t.view_offs);
+    const RemoteRef ref = ref_of(t);
+    sig.push_back(ref.buffer);
+    sig.push_back(ref.offset);
+    sig.push_back(t.flags);
+  });
+  sig.push_back(nodes.size());
+  for (Tensor* n : nodes) sig.push_back(static_cast<uint64_t>(ids.at(n)));
+  return sig;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "loom/backend.h"
 #include "loom/graph.h"
@@ -32,6 +33,14 @@ void encode_tensor(const Tensor& t, RemoteRef ref, TensorMsg& out);
 
 // Serializes `nodes` and every tensor they reach (operands, view sources).
 void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device, GraphMsg& out);
+
+// The fields encode_graph would write for `nodes`, but the tensors' names,
+// as one flat array: two graphs with equal signatures encode to messages
+// that differ in names only. Far cheaper to make and compare than a
+// message, so a client can tell a graph it has sent before without
+// encoding it.
+using GraphSignature = std::vector<uint64_t>;
+GraphSignature graph_signature(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device);
 
 // A graph rebuilt on the server: tensors own their metadata, buffers keep
 // the memory alive.

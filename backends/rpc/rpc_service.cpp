@@ -508,10 +508,33 @@ grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, 
       }
       return true;
     };
+    // The reads, checked before anything is written or run; made last.
+    std::vector<std::shared_ptr<Buffer>> read_buffers;
+    uint64_t read_bytes = 0;
+    for (const BytesRange& r : request.reads()) {
+      std::shared_ptr<Buffer> b = s.checked_range(r, status);
+      if (!b) return status;
+      if (r.size() > kMaxReplyReadBytes - read_bytes)
+        return invalid(fmt::format("compute: the reads ask for more than {} bytes", kMaxReplyReadBytes));
+      read_bytes += r.size();
+      tensor_of(r, *b);  // throws for a range outside the tensor it names
+      read_buffers.push_back(std::move(b));
+    }
+    auto read = [&] {
+      for (int i = 0; i < request.reads_size(); ++i) {
+        const BytesRange& r = request.reads(i);
+        std::string& data = *reply.add_data();
+        data.resize(r.size());
+        if (r.size() == 0) continue;
+        auto [t, start] = tensor_of(r, *read_buffers[i]);
+        read_buffers[i]->get_tensor(t, data.data(), start, r.size());
+      }
+      return grpc::Status::OK;
+    };
     if (!request.has_graph() && request.graph_id() == 0) {
       if (request.patches_size() != 0) return invalid("compute: patches need the id of the graph they patch");
       reply.set_graph_id(0);
-      return write() ? grpc::Status::OK : status;
+      return write() ? read() : status;
     }
     auto lookup = [&](uint64_t handle) { return s.buffer_at(handle); };
     if (request.graph_id() != 0) {
@@ -558,7 +581,7 @@ grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, 
       backend->synchronize();
     }
     reply.set_graph_id(cached.id);
-    return grpc::Status::OK;
+    return read();
   });
 }
 

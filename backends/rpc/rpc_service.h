@@ -31,7 +31,9 @@
 namespace loom::rpc {
 
 // Bumped when the messages change meaning; Hello reports it.
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
+// The most bytes one compute request may read back in its reply (reads).
+inline constexpr uint64_t kMaxReplyReadBytes = 4 << 20;
 // Bytes per SetBytes / GetBytes chunk (below gRPC's 4 MiB message limit).
 inline constexpr size_t kChunkBytes = size_t{1} << 20;
 

@@ -338,8 +338,17 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
 
     const auto compute_start = std::chrono::steady_clock::now();
     stats_.host_ns += elapsed_ns(host_start);
-    scheduler_->compute(g.graph);
-    std::vector<float> logits = wanted_any ? tensor_to_floats(*g.logits) : std::vector<float>{};
+    // The logits are read in the same stream as the graph: a remote device
+    // sends them in the reply of its compute call.
+    scheduler_->compute_async(g.graph);
+    std::vector<float> logits;
+    const bool plain = g.logits->type == DType::F32 && g.logits->is_contiguous();
+    if (wanted_any && plain) {
+      logits.resize(static_cast<size_t>(g.logits->nelements()));
+      scheduler_->get_tensor_async(*g.logits, logits.data(), 0, logits.size() * sizeof(float));
+    }
+    scheduler_->synchronize();
+    if (wanted_any && !plain) logits = tensor_to_floats(*g.logits);
     stats_.compute_ns += elapsed_ns(compute_start);
     return logits;
   } catch (...) {

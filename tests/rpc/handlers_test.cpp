@@ -187,6 +187,49 @@ TEST_F(Handlers_, APatchedGraphRunsAsANewGraphAndIsChecked) {
   EXPECT_EQ(h_.compute(s_, patched, second).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Reads in a compute request come back in its reply, after the graph ran;
+// a read outside its buffer or past the reply's limit refuses the whole
+// request before anything is written or run.
+TEST_F(Handlers_, ReadsComeBackInTheComputeReplyAfterTheGraph) {
+  const uint64_t buf = alloc(256);
+  const float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+  ASSERT_TRUE(h_.set_bytes(s_, range(buf, 0, 16), 0, std::string(reinterpret_cast<const char*>(a), 16)).ok());
+  AddGraph g(buf);
+  ComputeRequest q;
+  *q.mutable_graph() = g.msg;
+  Write& w = *q.add_writes();
+  *w.mutable_range() = range(buf, 64, 16);
+  w.set_data(std::string(reinterpret_cast<const char*>(b), 16));
+  *q.add_reads() = range(buf, 128, 16);  // the sum
+  *q.add_reads() = range(buf, 64, 8);    // b's first two, as written
+  ComputeReply r;
+  ASSERT_TRUE(h_.compute(s_, q, r).ok());
+  ASSERT_EQ(r.data_size(), 2);
+  ASSERT_EQ(r.data(0).size(), 16u);
+  EXPECT_EQ(reinterpret_cast<const float*>(r.data(0).data())[3], 44.0f);
+  ASSERT_EQ(r.data(1).size(), 8u);
+  EXPECT_EQ(reinterpret_cast<const float*>(r.data(1).data())[1], 20.0f);
+
+  // By id, with a read past the buffer: refused, and b is not written again.
+  ComputeRequest bad;
+  bad.set_graph_id(r.graph_id());
+  Write& w2 = *bad.add_writes();
+  *w2.mutable_range() = range(buf, 64, 16);
+  w2.set_data(std::string(16, '\0'));
+  *bad.add_reads() = range(buf, 250, 16);
+  ComputeReply r2;
+  EXPECT_EQ(h_.compute(s_, bad, r2).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r2.data_size(), 0);
+  std::string out;
+  h_.get_bytes(s_, range(buf, 64, 16), [&](const Chunk& c) { out += c.data(); return true; });
+  EXPECT_EQ(reinterpret_cast<const float*>(out.data())[3], 40.0f);
+
+  // More than kMaxReplyReadBytes in all, each read within the buffer.
+  bad.clear_reads();
+  for (uint64_t n = 0; n <= kMaxReplyReadBytes; n += 256) *bad.add_reads() = range(buf, 0, 256);
+  EXPECT_EQ(h_.compute(s_, bad, r2).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 // A session sees only its own buffers; ending it frees them all, and its id
 // is refused afterwards.
 TEST_F(Handlers_, SessionsOwnTheirBuffersAndEndingOneFreesThem) {
