@@ -2,7 +2,7 @@
 //  - Exact: with every float scale 1 (fp16 d = dmin = m = 1, MXFP4 e = 128,
 //    activation d = 1) and random bits everywhere else, a dot is an integer
 //    below 2^24, so the scalar dot, the AVX2 dot and the dot of the
-//    dequantized rows (to_float, in double) must all be equal.
+//    dequantized rows (to_float, in double) must all be equal (AVX-512 too).
 //  - Realistic: weights quantized by the type's reference from_float, real
 //    activations. AVX2 equals scalar within 1e-5 of sum |w * y| (the order of
 //    float additions differs); scalar equals the dot of the dequantized
@@ -43,6 +43,7 @@ class QuantDotTest : public ::testing::TestWithParam<DType> {
   std::vector<cpu::DotFn> simd_dots() const {
     std::vector<cpu::DotFn> out;
     if (cpu::best_isa() >= Isa::Avx2) out.push_back(cpu::quant_dot_avx2(type()));
+    if (cpu::best_isa() >= Isa::Avx512) out.push_back(cpu::quant_dot_avx512(type()));
     return out;
   }
   // The activations as floats, and the quantization step of element i.
@@ -143,7 +144,7 @@ TEST_P(QuantDotTest, ExactWithUnitScales) {
       for (cpu::DotFn dot : simd_dots()) {
         float simd = 0.0f;
         dot(k, row.data(), act.data(), &simd);
-        EXPECT_EQ(simd, want) << "avx2";
+        EXPECT_EQ(simd, want) << "simd";
       }
     }
   }
@@ -188,7 +189,7 @@ TEST_P(QuantDotTest, RealisticWithinBounds) {
       for (cpu::DotFn dot : simd_dots()) {
         float simd = 0.0f;
         dot(k, row.data(), act.data(), &simd);
-        EXPECT_NEAR(simd, got, tol) << "avx2 vs scalar";
+        EXPECT_NEAR(simd, got, tol) << "simd vs scalar";
       }
     }
   }

@@ -12,8 +12,8 @@
 //    minimum term).
 // quant_dot_scalar.cpp holds the reference of each dot (one block at a time,
 // written for clarity); quant_dot_avx2.cpp computes the same integers with
-// maddubs / madd. AVX-512 machines run the AVX2 code: there is no AVX-512
-// variant of these dots yet.
+// maddubs / madd; quant_dot_avx512.cpp has Q4_K, Q5_K and Q6_K with 512-bit
+// maddubs and VNNI's vpdpwssd, and gives the AVX2 dots of the other types.
 #pragma once
 
 #include <cstddef>
@@ -37,19 +37,20 @@ size_t act_row_bytes(ActFormat format, int64_t k);
 void quantize_act(ActFormat format, QuantizeRowFn q8_32, const float* x, int64_t k, void* out);
 
 // The dot for weights of `type` at a level, or null for a type without one
-// (F32, F16, BF16, Q8_0, Q4_0 use MulMatKernels::dot). Avx512 gives the
-// AVX2 dots.
+// (F32, F16, BF16, Q8_0, Q4_0 use MulMatKernels::dot).
 DotFn quant_dot(Isa isa, DType type);
 DotFn quant_dot_scalar(DType type);
-DotFn quant_dot_avx2(DType type);  // call only if best_isa() >= Avx2
+DotFn quant_dot_avx2(DType type);    // call only if best_isa() >= Avx2
+DotFn quant_dot_avx512(DType type);  // call only if best_isa() >= Avx512
 
 // out[c] = dot(a row, b column c) for 4 columns b_stride bytes apart (the
 // row's weights unpacked once for the 4): the same float result as 4 calls
-// of the level's DotFn. Only where it pays (AVX2: Q4_K, Q5_K, Q6_K); null
-// elsewhere.
+// of the level's DotFn. Only where it pays (Q4_K, Q5_K, Q6_K from AVX2 on);
+// null elsewhere.
 using Dot4Fn = void (*)(int64_t k, const void* a_row, const void* b_col0, size_t b_stride, float* out);
 Dot4Fn quant_dot4(Isa isa, DType type);
-Dot4Fn quant_dot4_avx2(DType type);  // call only if best_isa() >= Avx2
+Dot4Fn quant_dot4_avx2(DType type);    // call only if best_isa() >= Avx2
+Dot4Fn quant_dot4_avx512(DType type);  // call only if best_isa() >= Avx512
 
 // Whether mul_mat at `isa` converts weights of `type` to f32 rows and runs
 // the f32 kernels for b of n columns, instead of quantizing b (see QuantPath

@@ -230,11 +230,14 @@ DotFn quant_dot_scalar(DType type) {
   }
 }
 
-Dot4Fn quant_dot4(Isa isa, DType type) { return isa >= Isa::Avx2 ? quant_dot4_avx2(type) : nullptr; }
+Dot4Fn quant_dot4(Isa isa, DType type) {
+  return isa >= Isa::Avx512 ? quant_dot4_avx512(type) : isa >= Isa::Avx2 ? quant_dot4_avx2(type) : nullptr;
+}
 
 DotFn quant_dot(Isa isa, DType type) {
-  // No AVX-512 variant: AVX-512 machines run the AVX2 dots.
-  return isa >= Isa::Avx2 ? quant_dot_avx2(type) : quant_dot_scalar(type);
+  return isa >= Isa::Avx512 ? quant_dot_avx512(type)
+         : isa >= Isa::Avx2 ? quant_dot_avx2(type)
+                            : quant_dot_scalar(type);
 }
 
 }  // namespace loom::cpu
