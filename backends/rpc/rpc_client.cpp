@@ -195,6 +195,11 @@ class Connection {
     return c;
   }
 
+  // Throws an Error naming the server and the tensor of a read that went wrong.
+  [[noreturn]] void read_failed(const Range& r, std::string_view why) const {
+    fail("RPC{} server {}: reading tensor {}: {}", index_, endpoint_, r.label, why);
+  }
+
   // Throws an Error naming the server for a failed call.
   void check(const grpc::Status& s, std::string_view what) const {
     if (s.ok()) return;
@@ -430,16 +435,13 @@ class RpcBuffer final : public Buffer {
       if (chunk.data().size() > r.size - done) {
         c->TryCancel();
         reader->Finish();
-        fail("RPC{} server {}: reading tensor {}: the server sent more than {} bytes", conn.index(), conn.endpoint(),
-             r.label, r.size);
+        conn.read_failed(r, fmt::format("the server sent more than {} bytes", r.size));
       }
       std::memcpy(out + done, chunk.data().data(), chunk.data().size());
       done += chunk.data().size();
     }
     conn.check(reader->Finish(), fmt::format("reading {} bytes of tensor {}", r.size, r.label));
-    if (done != r.size)
-      fail("RPC{} server {}: reading tensor {}: {} of {} bytes arrived", conn.index(), conn.endpoint(), r.label, done,
-           r.size);
+    if (done != r.size) conn.read_failed(r, fmt::format("{} of {} bytes arrived", done, r.size));
     g_received += r.size;
   }
 
@@ -699,10 +701,10 @@ class RpcBackend final : public Backend {
            r.data_size());
     for (size_t i = 0; i < reads.size(); ++i) {
       const Range& range = reads[i].range;
-      if (r.data(static_cast<int>(i)).size() != range.size)
-        fail("RPC{} server {}: reading tensor {}: {} of {} bytes arrived", conn.index(), conn.endpoint(), range.label,
-             r.data(static_cast<int>(i)).size(), range.size);
-      std::memcpy(reads[i].data, r.data(static_cast<int>(i)).data(), range.size);
+      const std::string& data = r.data(static_cast<int>(i));
+      if (data.size() != range.size)
+        conn.read_failed(range, fmt::format("{} of {} bytes arrived", data.size(), range.size));
+      std::memcpy(reads[i].data, data.data(), range.size);
       g_received += range.size;
       ++g_reads_in_replies;
     }
