@@ -51,6 +51,7 @@ class CpuBackend final : public Backend {
   // per thread and node; lane = thread).
   bool compute_timed(Graph& graph, std::vector<NodeTime>& times) override;
   void set_n_threads(int n) override;
+  void idle() override { pool_->park(); }
   int n_threads() const { return pool_->size(); }
   int poll() const { return pool_->poll(); }
   // Hand-offs of the last compute: groups run, and the waits between them.

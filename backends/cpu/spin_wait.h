@@ -20,21 +20,28 @@ inline constexpr long kPausesPerPoll = 2048;
 inline constexpr int kMaxBurst = 8;
 inline constexpr int kYieldsBeforeSleep = 16;
 
-// Waits until ready() is true; sleep() blocks until something may have changed.
-template <class Ready, class Sleep>
-void spin_then_sleep(int poll, Ready&& ready, Sleep&& sleep) {
+// Waits until ready() is true; sleep() blocks until something may have
+// changed. Once give_up() is true it stops spinning and yielding and sleeps.
+template <class Ready, class GiveUp, class Sleep>
+void spin_then_sleep(int poll, Ready&& ready, GiveUp&& give_up, Sleep&& sleep) {
   const long budget = poll * kPausesPerPoll;
   long spent = 0;
   for (int burst = 1; spent < budget; burst = burst < kMaxBurst ? burst * 2 : burst) {
     if (ready()) return;
+    if (give_up()) break;
     for (int i = 0; i < burst; ++i) _mm_pause();
     spent += burst;
   }
-  for (int y = 0; poll > 0 && y < kYieldsBeforeSleep; ++y) {
+  for (int y = 0; poll > 0 && y < kYieldsBeforeSleep && !give_up(); ++y) {
     if (ready()) return;
     sched_yield();
   }
   while (!ready()) sleep();
+}
+
+template <class Ready, class Sleep>
+void spin_then_sleep(int poll, Ready&& ready, Sleep&& sleep) {
+  spin_then_sleep(poll, ready, [] { return false; }, sleep);
 }
 
 }  // namespace loom::cpu

@@ -27,6 +27,7 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     return;
   }
   running_.store(n_threads_ - 1, std::memory_order_relaxed);
+  parked_.store(false, std::memory_order_relaxed);
   bool sleeping;
   {
     std::lock_guard lock(mutex_);
@@ -49,7 +50,8 @@ void ThreadPool::worker(int ith) {
   uint64_t seen = 0;
   for (;;) {
     const auto fresh = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    spin_then_sleep(poll_, fresh, [&] {
+    const auto parked = [&] { return parked_.load(std::memory_order_relaxed); };
+    spin_then_sleep(poll_, fresh, parked, [&] {
       std::unique_lock lock(mutex_);
       ++sleepers_;
       wake_.wait(lock, fresh);

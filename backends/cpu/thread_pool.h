@@ -4,7 +4,7 @@
 // (cpu_backend.cpp: tasks that threads claim). Idle workers poll for the next
 // run for a while (the poll level, see spin_wait.h), then sleep on a
 // condition variable, so that back-to-back graphs (one per token) start
-// without a wake-up.
+// without a wake-up; park() sends them to sleep at once.
 #pragma once
 
 #include <atomic>
@@ -28,6 +28,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
   int poll() const { return poll_; }
   void run(const std::function<void(int ith)>& fn);
+  // Idle workers stop polling and sleep until the next run (Backend::idle).
+  void park() { parked_.store(true, std::memory_order_relaxed); }
 
  private:
   void worker(int ith);
@@ -42,6 +44,7 @@ class ThreadPool {
   int sleepers_ = 0;                     // guarded by mutex_
   bool stop_ = false;                    // guarded by mutex_
   std::atomic<int> running_{0};
+  std::atomic<bool> parked_{false};  // cleared by run()
 };
 
 }  // namespace loom::cpu

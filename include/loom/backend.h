@@ -172,6 +172,10 @@ class Backend {
   virtual std::unique_ptr<Event> create_event() { return nullptr; }
   // Threads used for compute (backends without a pool ignore it).
   virtual void set_n_threads(int n) { (void)n; }
+  // A hint that no work comes for a while (the scheduler's next split runs
+  // on another device): threads that poll for work go to sleep now instead
+  // of spinning on cores that device may need (default: nothing).
+  virtual void idle() {}
 };
 
 // The most compute threads a backend starts (llama.cpp's GGML_MAX_N_THREADS):

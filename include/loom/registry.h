@@ -31,7 +31,7 @@ namespace loom {
 // (virtual functions added, removed, reordered or with new semantics), a
 // type they use by value (Tensor, Graph, DType, Op numbering, ...), or the
 // entry points themselves. Adding a non-virtual helper does not need a bump.
-inline constexpr uint32_t kPluginApiVersion = 3;  // 2: Device memory caps and counts, Buffer charges, DryRun; 3: Backend::compute_timed, Op::FlashAttnExt (the op table grew)
+inline constexpr uint32_t kPluginApiVersion = 4;  // 2: Device memory caps and counts, Buffer charges, DryRun; 3: Backend::compute_timed, Op::FlashAttnExt (the op table grew); 4: Backend::idle
 
 class BackendFamily {
  public:

@@ -290,7 +290,15 @@ void Scheduler::run(Graph& graph, bool wait) {
   Profiler* prof = options_.profiler && options_.profiler->recording() ? options_.profiler : nullptr;
   if (prof) prof->begin_graph();
   std::vector<size_t> ready, pushed;
-  for (auto& split : p.splits) {
+  // After a split whose successor runs elsewhere, its backend's threads need
+  // not poll for work (a remote or OpenCL device on the same cores would
+  // lose them to the spinning).
+  const auto idle_after = [&](size_t i) {
+    if (i + 1 < p.splits.size() && p.splits[i + 1].backend != p.splits[i].backend)
+      backends_[p.splits[i].backend]->idle();
+  };
+  for (size_t i = 0; i < p.splits.size(); ++i) {
+    auto& split = p.splits[i];
     const size_t b = split.backend;
     Backend& be = *backends_[b];
     if (prof) prof->begin_split(be.name());
@@ -353,10 +361,12 @@ void Scheduler::run(Graph& graph, bool wait) {
       rt.node_times.clear();
       const bool timed = be.compute_timed(split.graph, rt.node_times);
       prof->end_split(split.graph.nodes(), rt.node_times, timed);
+      idle_after(i);
       continue;
     }
     be.compute(split.graph);
     rt.busy[b] = 1;
+    idle_after(i);
   }
   if (prof) prof->end_graph();
   if (wait) synchronize();

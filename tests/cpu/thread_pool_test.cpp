@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/spin_wait.h"
 #include "cpu/thread_pool.h"
 #include "loom/error.h"
 #include "loom/ops.h"
@@ -31,6 +32,34 @@ TEST(ThreadPool, EveryThreadRunsEachRunOnce) {
       for (int r = 0; r < kRuns; ++r) pool.run([&](int ith) { calls[ith].fetch_add(1, std::memory_order_relaxed); });
       for (int t = 0; t < threads; ++t) EXPECT_EQ(calls[t].load(), kRuns) << "thread " << t;
     }
+}
+
+// A waiter told to give up polling (ThreadPool::park, Backend::idle) sleeps
+// at once even at the highest poll level; without it, it polls first.
+TEST(SpinWait, GivingUpSkipsThePolling) {
+  for (bool give_up : {false, true}) {
+    int checks_before_sleep = 0;
+    bool slept = false;
+    cpu::spin_then_sleep(
+        kMaxPoll, [&] { return slept || (++checks_before_sleep, false); }, [&] { return give_up; },
+        [&] { slept = true; });
+    EXPECT_TRUE(slept);
+    if (give_up)
+      EXPECT_LE(checks_before_sleep, 2) << "a waiter that gave up polled";
+    else
+      EXPECT_GT(checks_before_sleep, 1000) << "the waiter did not poll";
+  }
+}
+
+// A parked pool still runs every thread on the next run.
+TEST(ThreadPool, ParkedWorkersRunTheNextRun) {
+  cpu::ThreadPool pool(3, kMaxPoll);
+  std::atomic<int> calls{0};
+  for (int r = 0; r < 20; ++r) {
+    pool.run([&](int) { calls.fetch_add(1, std::memory_order_relaxed); });
+    pool.park();
+  }
+  EXPECT_EQ(calls.load(), 60);
 }
 
 // Runs separated by pauses long enough for pollers to fall asleep still

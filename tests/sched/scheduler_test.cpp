@@ -148,7 +148,16 @@ TEST_P(SchedulerOn, WeightsAlternatingBetweenTwoDevicesGiveOneSplitPerLayer) {
   Scheduler sched({d.dev0, d.dev1, d.cpu});
   sched.allocate(c.graph);
   c.set_input();
+  auto* fake0 = dynamic_cast<test::FakeDevice*>(&d.dev0->device());
+  auto* fake1 = dynamic_cast<test::FakeDevice*>(&d.dev1->device());
+  const int hints0 = fake0 ? fake0->idle_hints() : 0, hints1 = fake1 ? fake1->idle_hints() : 0;
   sched.compute(c.graph);
+  if (fake0 && fake1) {
+    // Every split but the last is followed by the other device's: its
+    // backend is told it may idle (Backend::idle).
+    EXPECT_EQ(fake0->idle_hints() - hints0, n_layers / 2);
+    EXPECT_EQ(fake1->idle_hints() - hints1, n_layers / 2 - 1);
+  }
   const SchedReport& r = sched.report();
   ASSERT_EQ(r.n_splits(), static_cast<size_t>(n_layers));
   size_t n_nodes = 0;

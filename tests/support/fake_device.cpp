@@ -75,6 +75,7 @@ class FakeBackend final : public Backend {
  public:
   explicit FakeBackend(FakeDevice& device) : device_(device) {}
   Device& device() const override { return device_; }
+  void idle() override { device_.count_idle_hint(); }
 
   void compute(Graph& graph) override {
     for (Tensor* node : graph.nodes()) {

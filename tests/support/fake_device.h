@@ -67,12 +67,16 @@ class FakeDevice final : public Device {
 
   const FakeDeviceOptions& options() const { return options_; }
   size_t used_bytes() const { return used_; }
+  // Backend::idle calls its backends have had (the scheduler's hints).
+  int idle_hints() const { return idle_hints_; }
+  void count_idle_hint() { ++idle_hints_; }
 
  private:
   friend class FakeBuffer;
   FakeDeviceOptions options_;
   FakeBufferType buffer_type_{*this};
   std::atomic<size_t> used_{0};
+  std::atomic<int> idle_hints_{0};
 };
 
 // Two fake devices, "Fake0" and "Fake1", that live for the whole test run
