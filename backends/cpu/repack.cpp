@@ -5,14 +5,51 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/quant_dot.h"
 #include "kernels/vec.h"
 #include "loom/error.h"
 
 namespace loom::cpu {
 namespace {
 
-// Quant bytes per block of the type (16 for Q4_0, 32 for Q8_0).
-size_t qs_bytes(DType type) { return type == DType::Q4_0 ? 16 : 32; }
+// A plain block is a run of fields, each N pieces of W bytes. Interleaved,
+// a field's pieces go piece-major over the group's 16 rows: piece t of row r
+// lies (t * 16 + r) * W bytes from the field's start, and the field starts
+// at 16 times its offset in the plain block. kPack copies plain -> packed,
+// otherwise packed -> plain; plain and packed step past the field.
+template <bool kPack, int W, int N>
+inline void field(uint8_t*& plain, uint8_t*& packed, int lane) {
+  for (int t = 0; t < N; ++t) {
+    uint8_t* p = plain + t * W;
+    uint8_t* q = packed + (t * kRepackRows + lane) * W;
+    if constexpr (kPack) std::memcpy(q, p, W);
+    else std::memcpy(p, q, W);
+  }
+  plain += W * N;
+  packed += kRepackRows * W * N;
+}
+
+// One block of row `lane`: the fields of each type's block (types.h).
+template <bool kPack>
+void block(DType type, uint8_t* plain, uint8_t* packed, int lane) {
+  switch (type) {
+    case DType::Q4_0:  // d, qs
+      field<kPack, 2, 1>(plain, packed, lane);
+      field<kPack, 4, 4>(plain, packed, lane);
+      break;
+    case DType::Q8_0:  // d, qs
+      field<kPack, 2, 1>(plain, packed, lane);
+      field<kPack, 4, 8>(plain, packed, lane);
+      break;
+    case DType::Q4_K:  // d, dmin, scales, qs
+      field<kPack, 2, 1>(plain, packed, lane);
+      field<kPack, 2, 1>(plain, packed, lane);
+      field<kPack, 1, 12>(plain, packed, lane);
+      field<kPack, 4, 32>(plain, packed, lane);
+      break;
+    default: fail("CPU_Repack: no interleaved layout for {}", type_name(type));
+  }
+}
 
 // Calls fn(group, group_offset_in_tensor, lo, hi) for each 16-row group that
 // [offset, offset + size) touches, with [lo, hi) the touched bytes inside it.
@@ -26,14 +63,14 @@ void for_groups(const Tensor& t, size_t offset, size_t size, F fn) {
 }
 
 void unpack_group(const Tensor& t, const uint8_t* group, uint8_t* rows) {
-  const int64_t nb = t.ne[0] / kQBlock;
+  const int64_t nb = t.ne[0] / traits(t.type).block_size;
   for (int r = 0; r < kRepackRows; ++r) unpack_row(t.type, group, nb, r, rows + r * t.nb[1]);
 }
 
 }  // namespace
 
 bool repackable(const Tensor& t) {
-  return (t.type == DType::Q4_0 || t.type == DType::Q8_0) && !t.view_src && t.ne[1] % kRepackRows == 0 &&
+  return (t.type == DType::Q4_0 || t.type == DType::Q8_0 || t.type == DType::Q4_K) && !t.view_src && t.ne[1] % kRepackRows == 0 &&
          t.ne[2] == 1 && t.ne[3] == 1 && t.is_contiguous();
 }
 
@@ -41,30 +78,18 @@ bool is_repacked(const Tensor& t) {
   return t.buffer && dynamic_cast<const RepackBufferType*>(&t.buffer->type()) && repackable(t);
 }
 
-size_t repack_block_bytes(DType type) { return kRepackRows * (sizeof(uint16_t) + qs_bytes(type)); }
+size_t repack_block_bytes(DType type) { return kRepackRows * traits(type).type_size; }
 
 void repack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
-  const size_t qb = qs_bytes(type), block = sizeof(uint16_t) + qb;
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* o = out + b * repack_block_bytes(type);
-    for (int r = 0; r < kRepackRows; ++r) {
-      const uint8_t* src = rows + r * row_bytes + b * block;
-      std::memcpy(o + r * sizeof(uint16_t), src, sizeof(uint16_t));
-      for (size_t t = 0; t < qb / 4; ++t)
-        std::memcpy(o + kRepackRows * sizeof(uint16_t) + (t * kRepackRows + r) * 4, src + sizeof(uint16_t) + t * 4, 4);
-    }
-  }
+  const size_t size = traits(type).type_size, group_block = repack_block_bytes(type);
+  for (int r = 0; r < kRepackRows; ++r)
+    for (int64_t b = 0; b < nb; ++b)
+      block<true>(type, const_cast<uint8_t*>(rows + r * row_bytes + b * size), out + b * group_block, r);
 }
 
 void unpack_row(DType type, const uint8_t* group, int64_t nb, int lane, uint8_t* row) {
-  const size_t qb = qs_bytes(type), block = sizeof(uint16_t) + qb;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* g = group + b * repack_block_bytes(type);
-    uint8_t* dst = row + b * block;
-    std::memcpy(dst, g + lane * sizeof(uint16_t), sizeof(uint16_t));
-    for (size_t t = 0; t < qb / 4; ++t)
-      std::memcpy(dst + sizeof(uint16_t) + t * 4, g + kRepackRows * sizeof(uint16_t) + (t * kRepackRows + lane) * 4, 4);
-  }
+  const size_t size = traits(type).type_size, group_block = repack_block_bytes(type);
+  for (int64_t b = 0; b < nb; ++b) block<false>(type, row + b * size, const_cast<uint8_t*>(group + b * group_block), lane);
 }
 
 RepackBuffer::RepackBuffer(BufferType& type, void* data, size_t size) : Buffer(type, size), data_(data) {}
@@ -78,7 +103,7 @@ void RepackBuffer::set_tensor(Tensor& t, const void* data, size_t offset, size_t
     std::memcpy(base + offset, src, size);
     return;
   }
-  const int64_t nb = t.ne[0] / kQBlock;
+  const int64_t nb = t.ne[0] / traits(t.type).block_size;
   const size_t group_bytes = kRepackRows * t.nb[1];
   std::vector<uint8_t> tmp;
   for_groups(t, offset, size, [&](size_t start, size_t lo, size_t hi) {
@@ -124,8 +149,11 @@ bool RepackBufferType::supports_op(const Tensor& node) const {
       node.src[1]->type != DType::F32)
     return false;
   // Only where the level mul_mat runs at has a kernel for interleaved rows
-  // (AVX2, AVX-512); without one every row would be unpacked first.
-  const WKind kind = node.src[0]->type == DType::Q4_0 ? WKind::Q4_0 : WKind::Q8_0;
+  // (Q4_0, Q8_0: AVX2 and AVX-512; Q4_K: AVX-512); without one every row
+  // would be unpacked first.
+  const DType type = node.src[0]->type;
+  if (type == DType::Q4_K) return quant_gemm16(mul_mat_isa(), type) != nullptr;
+  const WKind kind = type == DType::Q4_0 ? WKind::Q4_0 : WKind::Q8_0;
   return mul_mat_kernels(mul_mat_isa()).gemm16[static_cast<int>(kind)] != nullptr;
 }
 

@@ -1,12 +1,17 @@
-// CPU_Repack: a buffer type for Q4_0 / Q8_0 weights that mul_mat reads as
-// src0. Writing a weight here interleaves each group of 16 rows block by
-// block, so one 64-byte load holds 4 bytes of every row: the AVX-512 mat-vec
-// multiplies 16 rows per vpdpbusd without shuffles, the AVX2 one 8 rows per
-// maddubs (each 32-byte half). The layout of one group
-// and block (16 rows x 32 elements):
+// CPU_Repack: a buffer type for Q4_0 / Q8_0 / Q4_K weights that mul_mat
+// reads as src0. Writing a weight here interleaves each group of 16 rows
+// block by block, so one 64-byte load holds 4 bytes of every row: the
+// AVX-512 mat-vec multiplies 16 rows per vpdpbusd without shuffles, the AVX2
+// one 8 rows per maddubs (each 32-byte half). Each field of the plain block
+// becomes an array over the 16 rows. One group and block of Q4_0 / Q8_0
+// (16 rows x 32 elements):
 //   uint16 d[16]                the 16 rows' fp16 scales
 //   uint8  v[n][16][4]          v[t][r] = row r's quant bytes 4t..4t+3
 //                               (n = 4 for Q4_0, 8 for Q8_0)
+// and of Q4_K (16 rows x 256 elements; AVX-512 only):
+//   uint16 d[16], dmin[16]
+//   uint8  sc[12][16]           sc[j][r] = row r's scales byte j
+//   uint8  v[32][16][4]         v[t][r] = row r's qs bytes 4t..4t+3
 // It is a byte permutation of the plain rows with the same size, so reads
 // (get_tensor) give back the plain bytes and a memset is a memset. Tensors
 // that do not fit (other types, rows not a multiple of 16, views) are stored

@@ -1,4 +1,4 @@
-// CPU_Repack: interleaved Q4_0 / Q8_0 weights read back as they were
+// CPU_Repack: interleaved Q4_0 / Q8_0 / Q4_K weights read back as they were
 // written (whole, partial, memset), mul_mat with them equal to mul_mat with
 // the plain weights on every ISA level and both paths (mat-vec, gemm), and
 // the device accepting a repacked weight only as mul_mat's src0.
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "cpu/kernels/quant_dot.h"
 #include "cpu/kernels/vec.h"
 #include "cpu/repack.h"
 #include "loom/graph.h"
@@ -41,9 +42,9 @@ class RepackTest : public ::testing::TestWithParam<DType> {
   void TearDown() override { cpu::set_mul_mat_isa(std::nullopt); }
 };
 
-TEST_P(RepackTest, ReadsBackWhatWasWritten) {
+void expect_reads_back(DType type, int64_t K, int64_t M) {
   Context ctx;
-  Tensor* w = ctx.new_tensor(GetParam(), {96, 48});
+  Tensor* w = ctx.new_tensor(type, {K, M});
   auto alloc = allocate_tensors(ctx, repack_type(), BufferUsage::Weights);
   ASSERT_TRUE(cpu::is_repacked(*w));
   const size_t n = w->nbytes();
@@ -66,6 +67,8 @@ TEST_P(RepackTest, ReadsBackWhatWasWritten) {
   tensor_get(*w, got.data(), 0, n);
   EXPECT_EQ(got, plain);
 }
+
+TEST_P(RepackTest, ReadsBackWhatWasWritten) { expect_reads_back(GetParam(), 96, 48); }
 
 TEST_P(RepackTest, RowsNotAMultipleOf16StayPlain) {
   Context ctx;
@@ -267,26 +270,25 @@ TEST(Repack, OtherTypesAreNotRepacked) {
   EXPECT_FALSE(repack_type().supports_op(*mul_mat(ctx, w, ctx.new_tensor(DType::F32, {64, 1}))));
 }
 
-// A Q4_0 model loaded at the AVX2 level keeps its matrices interleaved in
-// CPU_Repack; at the scalar level they stay in the mapping. At the AVX2
-// level the repacked model's logits (tokens one by one: mat-vec; a batch:
-// gemm16 with several columns) are those of the same model kept in the
-// mapping (-ot weight=CPU_Mapped) within f32 rounding.
-TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
-  if (cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "no AVX2";
+// A model of `type` loaded at `level` keeps its matrices interleaved in
+// CPU_Repack; at the scalar level they stay in the mapping. At `level` the
+// repacked model's logits (tokens one by one: mat-vec; a batch: several
+// columns) are those of the same model kept in the mapping
+// (-ot weight=CPU_Mapped) within f32 rounding.
+void expect_model_repacked(DType type, cpu::Isa level, int64_t n_embd, int64_t n_ff) {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("loom_repack_" + std::to_string(::getpid()) + ".gguf")).string();
   ModelSpec s;
   s.n_vocab = 300;
-  s.n_embd = 64;
+  s.n_embd = n_embd;
   s.n_layer = 2;
   s.n_head = 4;
   s.n_head_kv = 2;
-  s.n_ff = 96;
+  s.n_ff = n_ff;
   s.n_ctx = 96;
-  write_random_model(s, DType::Q4_0, 7, path);
+  write_random_model(s, type, 7, path);
   Device& cpu = Registry::get().cpu();
-  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2}) {
+  for (cpu::Isa isa : {cpu::Isa::Scalar, level}) {
     SCOPED_TRACE(cpu::isa_name(isa));
     cpu::set_mul_mat_isa(isa);
     auto m = Model::load(path, {&cpu});
@@ -296,18 +298,21 @@ TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
           p.name.find("attn_q.weight") == std::string::npos)
         continue;
       ++matrices;
-      EXPECT_EQ(p.buffer_type == "CPU_Repack", isa == cpu::Isa::Avx2) << p.name << " in " << p.buffer_type;
+      EXPECT_EQ(p.buffer_type == "CPU_Repack", isa == level) << p.name << " in " << p.buffer_type;
     }
     EXPECT_EQ(matrices, 3 * s.n_layer);
   }
-  cpu::set_mul_mat_isa(cpu::Isa::Avx2);
+  cpu::set_mul_mat_isa(level);
   auto repacked = Model::load(path, {&cpu});
   auto mapped = Model::load(path, {&cpu}, {.placement = {.overrides = {{"weight", "CPU_Mapped"}}}});
   EXPECT_NE(repacked->describe_buffers().find("CPU_Repack"), std::string::npos);
   EXPECT_EQ(mapped->describe_buffers().find("CPU_Repack"), std::string::npos);
   const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 200, 5};
   auto logits = [&](Model& m, bool one_by_one) {
-    Session session(m, {.n_ctx = 32});
+    // An f32 cache: in f16, a last-bit difference of one K value (the
+    // kernels add in another order) can round to another f16 value, which
+    // random weights amplify past f32 rounding.
+    Session session(m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
     if (!one_by_one) return session.decode(tokens);
     std::vector<float> last;
     for (int32_t t : tokens) last = session.decode(std::span<const int32_t>(&t, 1));
@@ -322,6 +327,60 @@ TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
   }
   cpu::set_mul_mat_isa(std::nullopt);
   std::filesystem::remove(path);
+}
+
+TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
+  if (cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  expect_model_repacked(DType::Q4_0, cpu::Isa::Avx2, 64, 96);
+}
+
+// Q4_K: interleaved where AVX-512 runs mul_mat (quant_gemm16); the other
+// levels would only unpack the rows again, so there it stays plain. A Q4_K
+// weight written to CPU_Repack is interleaved anyway (a buffer does not know
+// the level), and every level must still read it right: the AVX-512 kernel
+// for 16 rows and N below the integer gemm's panel, the row dots on
+// unpacked rows elsewhere, the integer gemm on unpacked rows for big N.
+TEST(RepackQ4K, ReadsBackWhatWasWritten) { expect_reads_back(DType::Q4_K, 512, 48); }
+
+TEST(RepackQ4K, WantedOnlyWhereAvx512RunsMulMat) {
+  Context ctx;
+  Tensor* mm = mul_mat(ctx, ctx.new_tensor(DType::Q4_K, {512, 32}), ctx.new_tensor(DType::F32, {512, 1}));
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (isa > cpu::best_isa()) continue;
+    cpu::set_mul_mat_isa(isa);
+    EXPECT_EQ(repack_type().supports_op(*mm), isa == cpu::Isa::Avx512) << cpu::isa_name(isa);
+    EXPECT_EQ(cpu::quant_gemm16(isa, DType::Q4_K) != nullptr, isa == cpu::Isa::Avx512) << cpu::isa_name(isa);
+  }
+  cpu::set_mul_mat_isa(std::nullopt);
+}
+
+TEST(RepackQ4K, MulMatMatchesPlainWeights) {
+  for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (isa > cpu::best_isa()) continue;
+    for (int threads : {1, 2}) {
+      for (int64_t N : {1, 2, 3, 8, 9, 33}) {
+        compare(DType::Q4_K, 256, 16, N, isa, threads);
+        compare(DType::Q4_K, 2048, 48, N, isa, threads);
+        compare(DType::Q4_K, 5632, 32, N, isa, threads);  // TinyLlama's ffn_down depth
+      }
+      compare(DType::Q4_K, 512, 160, 1, isa, threads);  // several chunks
+      compare(DType::Q4_K, 512, 40, 2, isa, threads);   // stays plain
+    }
+  }
+  cpu::set_mul_mat_isa(std::nullopt);
+}
+
+TEST(RepackQ4K, ModelMatricesAreRepackedOnTheAvx512Level) {
+  if (cpu::best_isa() < cpu::Isa::Avx512) {
+    // Nothing to interleave for: every level below keeps Q4_K plain.
+    cpu::set_mul_mat_isa(cpu::best_isa());
+    Context ctx;
+    Tensor* mm = mul_mat(ctx, ctx.new_tensor(DType::Q4_K, {256, 16}), ctx.new_tensor(DType::F32, {256, 1}));
+    EXPECT_FALSE(repack_type().supports_op(*mm));
+    cpu::set_mul_mat_isa(std::nullopt);
+    return;
+  }
+  expect_model_repacked(DType::Q4_K, cpu::Isa::Avx512, 256, 512);
 }
 
 }  // namespace

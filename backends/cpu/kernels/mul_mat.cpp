@@ -217,7 +217,10 @@ struct Plan {
   // chunk (no phase 0, so no wait between packing and multiplying).
   bool private_b = false;
   size_t private_off = 0;
-  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or dot16
+  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or gemm16
+  // Interleaved a's kernel for 16 rows (Q8_0 / Q4_0: b in q8 row format;
+  // Q4_K: b in its activation format, N below the integer gemm's panel).
+  Gemm16Fn gemm16 = nullptr;
   // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
   // dot path with b in their activation format (quant_dot.h).
   DotFn qdot = nullptr;
@@ -270,6 +273,9 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
     p.qdot = quant_dot(kern.isa, a.type);
     p.qdot4 = quant_dot4(kern.isa, a.type);
     p.act = act_format(a.type);
+    if (p.repacked) p.gemm16 = quant_gemm16(kern.isa, a.type);
+  } else if (gemm16) {
+    p.gemm16 = kern.gemm16[static_cast<int>(p.kind)];
   }
   p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16 && !p.qdot;
   const int64_t K = p.K;
@@ -450,7 +456,7 @@ char* dst_column(const Tensor& dst, int64_t mat, int64_t j) {
 const char* unpacked_row(const Plan& p, const Tensor& a, int64_t i, uint8_t* thread) {
   const auto* group = static_cast<const uint8_t*>(a.data) + (i / kRepackRows) * kRepackRows * a.nb[1];
   uint8_t* row = thread + p.arow_off;
-  unpack_row(a.type, group, p.K / kQBlock, static_cast<int>(i % kRepackRows), row);
+  unpack_row(a.type, group, p.K / traits(a.type).block_size, static_cast<int>(i % kRepackRows), row);
   return reinterpret_cast<const char*>(row);
 }
 
@@ -463,7 +469,7 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
                int64_t mat, int64_t r0, int64_t r1) {
   const DotFn dot = p.kern->dot[static_cast<int>(p.kind)];
   const uint8_t* bmat = packed + mat * p.mat_bytes;
-  const Gemm16Fn gemm16 = p.repacked ? p.kern->gemm16[static_cast<int>(p.kind)] : nullptr;
+  const Gemm16Fn gemm16 = p.gemm16;
   if (gemm16 && r0 % kRepackRows == 0 && (r1 - r0) % kRepackRows == 0) {
     alignas(64) float out[kRepackRows * kGemm16Cols];
     for (int64_t g = r0; g < r1; g += kRepackRows) {
@@ -501,7 +507,7 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
     for (int64_t j0 = 0; j0 < p.N; j0 += kDotColTile) {
       const int64_t j1 = std::min(p.N, j0 + kDotColTile);
       for (int64_t i = r0; i < r1; ++i) {
-        const char* ar = a_row(a, b, mat, i);
+        const char* ar = p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i);
         auto out = [&](int64_t j) { return reinterpret_cast<float*>(dst_column(dst, mat, j) + i * dst.nb[0]); };
         int64_t j = j0;
         if (p.qdot4) {

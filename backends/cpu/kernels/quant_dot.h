@@ -52,6 +52,13 @@ Dot4Fn quant_dot4(Isa isa, DType type);
 Dot4Fn quant_dot4_avx2(DType type);    // call only if best_isa() >= Avx2
 Dot4Fn quant_dot4_avx512(DType type);  // call only if best_isa() >= Avx512
 
+// Rows of `type` interleaved in CPU_Repack (repack.h), 16 at a time, times
+// b columns in the type's activation format: out[c * 16 + r] = dot(row r,
+// column c), the same integers as the type's dot. Q4_K from AVX-512 on;
+// null elsewhere (CPU_Repack then keeps such weights).
+Gemm16Fn quant_gemm16(Isa isa, DType type);
+Gemm16Fn quant_gemm16_avx512(DType type);  // call only if best_isa() >= Avx512
+
 // Whether mul_mat at `isa` converts weights of `type` to f32 rows and runs
 // the f32 kernels for b of n columns, instead of quantizing b (see QuantPath
 // in vec.h; Auto picks what measures faster, see mul_mat.cpp).
