@@ -6,7 +6,7 @@
 //   mul_mat_dram/<type>  16384 x 4096 weights (38-268 MB) times 1 column:
 //                        mat-vec reading the weights from memory.
 //   mul_mat_repack/<type>/<K>x<M>  Q8_0 / Q4_0 / Q4_K weights at TinyLlama's FFN
-//                        shapes (K x M = 2048 x 5632 and 5632 x 2048) times 1, 8,
+//                        shapes (K x M = 2048 x 5632 and 5632 x 2048) times 1, 4, 8,
 //                        64 or 512 columns: the same weights in CPU_Repack
 //                        (interleaved, gemm16 kernels) and in plain CPU memory
 //                        (the kernels CPU_Mapped weights get), timed alternately
@@ -170,7 +170,7 @@ void register_all() {
                                "x" + std::to_string(rows);
       benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat_repack, type, depth, rows)
           ->ArgNames({"n", "threads"})
-          ->ArgsProduct({{1, 8, 64, 512}, {1, 2}})
+          ->ArgsProduct({{1, 4, 8, 64, 512}, {1, 2}})
           ->MinTime(0.3)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);

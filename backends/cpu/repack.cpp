@@ -149,10 +149,9 @@ bool RepackBufferType::supports_op(const Tensor& node) const {
       node.src[1]->type != DType::F32)
     return false;
   // Only where the level mul_mat runs at has a kernel for interleaved rows
-  // (Q4_0, Q8_0: AVX2 and AVX-512; Q4_K: AVX-512); without one every row
-  // would be unpacked first.
+  // (AVX2, AVX-512); without one every row would be unpacked first.
   const DType type = node.src[0]->type;
-  if (type == DType::Q4_K) return quant_gemm16(mul_mat_isa(), type) != nullptr;
+  if (type == DType::Q4_K) return quant_gemm16(mul_mat_isa(), type, 1) != nullptr;
   const WKind kind = type == DType::Q4_0 ? WKind::Q4_0 : WKind::Q8_0;
   return mul_mat_kernels(mul_mat_isa()).gemm16[static_cast<int>(kind)] != nullptr;
 }

@@ -8,7 +8,7 @@
 //   uint16 d[16]                the 16 rows' fp16 scales
 //   uint8  v[n][16][4]          v[t][r] = row r's quant bytes 4t..4t+3
 //                               (n = 4 for Q4_0, 8 for Q8_0)
-// and of Q4_K (16 rows x 256 elements; AVX-512 only):
+// and of Q4_K (16 rows x 256 elements):
 //   uint16 d[16], dmin[16]
 //   uint8  sc[12][16]           sc[j][r] = row r's scales byte j
 //   uint8  v[32][16][4]         v[t][r] = row r's qs bytes 4t..4t+3

@@ -334,22 +334,23 @@ TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
   expect_model_repacked(DType::Q4_0, cpu::Isa::Avx2, 64, 96);
 }
 
-// Q4_K: interleaved where AVX-512 runs mul_mat (quant_gemm16); the other
-// levels would only unpack the rows again, so there it stays plain. A Q4_K
-// weight written to CPU_Repack is interleaved anyway (a buffer does not know
-// the level), and every level must still read it right: the AVX-512 kernel
-// for 16 rows and N below the integer gemm's panel, the row dots on
-// unpacked rows elsewhere, the integer gemm on unpacked rows for big N.
+// Q4_K: interleaved where mul_mat runs at AVX2 or AVX-512 (quant_gemm16);
+// the scalar level would only unpack the rows again, so there it stays
+// plain. A Q4_K weight written to CPU_Repack is interleaved anyway (a buffer
+// does not know the level), and every level must still read it right: the
+// 16-row kernels for N below the integer gemm's panel, the row dots on
+// unpacked rows at the scalar level, the integer gemm on unpacked rows for
+// big N.
 TEST(RepackQ4K, ReadsBackWhatWasWritten) { expect_reads_back(DType::Q4_K, 512, 48); }
 
-TEST(RepackQ4K, WantedOnlyWhereAvx512RunsMulMat) {
+TEST(RepackQ4K, WantedWhereTheLevelHasTheKernel) {
   Context ctx;
   Tensor* mm = mul_mat(ctx, ctx.new_tensor(DType::Q4_K, {512, 32}), ctx.new_tensor(DType::F32, {512, 1}));
   for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
     if (isa > cpu::best_isa()) continue;
     cpu::set_mul_mat_isa(isa);
-    EXPECT_EQ(repack_type().supports_op(*mm), isa == cpu::Isa::Avx512) << cpu::isa_name(isa);
-    EXPECT_EQ(cpu::quant_gemm16(isa, DType::Q4_K) != nullptr, isa == cpu::Isa::Avx512) << cpu::isa_name(isa);
+    EXPECT_EQ(repack_type().supports_op(*mm), isa != cpu::Isa::Scalar) << cpu::isa_name(isa);
+    EXPECT_EQ(cpu::quant_gemm16(isa, DType::Q4_K, 1) != nullptr, isa != cpu::Isa::Scalar) << cpu::isa_name(isa);
   }
   cpu::set_mul_mat_isa(std::nullopt);
 }
@@ -358,7 +359,7 @@ TEST(RepackQ4K, MulMatMatchesPlainWeights) {
   for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
     if (isa > cpu::best_isa()) continue;
     for (int threads : {1, 2}) {
-      for (int64_t N : {1, 2, 3, 8, 9, 33}) {
+      for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 33}) {
         compare(DType::Q4_K, 256, 16, N, isa, threads);
         compare(DType::Q4_K, 2048, 48, N, isa, threads);
         compare(DType::Q4_K, 5632, 32, N, isa, threads);  // TinyLlama's ffn_down depth
@@ -370,17 +371,13 @@ TEST(RepackQ4K, MulMatMatchesPlainWeights) {
   cpu::set_mul_mat_isa(std::nullopt);
 }
 
-TEST(RepackQ4K, ModelMatricesAreRepackedOnTheAvx512Level) {
-  if (cpu::best_isa() < cpu::Isa::Avx512) {
-    // Nothing to interleave for: every level below keeps Q4_K plain.
-    cpu::set_mul_mat_isa(cpu::best_isa());
-    Context ctx;
-    Tensor* mm = mul_mat(ctx, ctx.new_tensor(DType::Q4_K, {256, 16}), ctx.new_tensor(DType::F32, {256, 1}));
-    EXPECT_FALSE(repack_type().supports_op(*mm));
-    cpu::set_mul_mat_isa(std::nullopt);
-    return;
+TEST(RepackQ4K, ModelMatricesAreRepackedOnTheAvx2AndAvx512Levels) {
+  if (cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  for (cpu::Isa level : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (level > cpu::best_isa()) continue;
+    SCOPED_TRACE(cpu::isa_name(level));
+    expect_model_repacked(DType::Q4_K, level, 256, 512);
   }
-  expect_model_repacked(DType::Q4_K, cpu::Isa::Avx512, 256, 512);
 }
 
 }  // namespace

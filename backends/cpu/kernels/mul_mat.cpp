@@ -273,7 +273,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
     p.qdot = quant_dot(kern.isa, a.type);
     p.qdot4 = quant_dot4(kern.isa, a.type);
     p.act = act_format(a.type);
-    if (p.repacked) p.gemm16 = quant_gemm16(kern.isa, a.type);
+    if (p.repacked) p.gemm16 = quant_gemm16(kern.isa, a.type, p.N);
   } else if (gemm16) {
     p.gemm16 = kern.gemm16[static_cast<int>(p.kind)];
   }

@@ -234,7 +234,10 @@ Dot4Fn quant_dot4(Isa isa, DType type) {
   return isa >= Isa::Avx512 ? quant_dot4_avx512(type) : isa >= Isa::Avx2 ? quant_dot4_avx2(type) : nullptr;
 }
 
-Gemm16Fn quant_gemm16(Isa isa, DType type) { return isa >= Isa::Avx512 ? quant_gemm16_avx512(type) : nullptr; }
+Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n) {
+  if (isa >= Isa::Avx512) return quant_gemm16_avx512(type);
+  return isa >= Isa::Avx2 && n <= 4 ? quant_gemm16_avx2(type) : nullptr;
+}
 
 DotFn quant_dot(Isa isa, DType type) {
   return isa >= Isa::Avx512 ? quant_dot_avx512(type)

@@ -17,16 +17,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "q4_k_interleaved.h"
 #include "quant_dot.h"
 
 namespace loom::cpu {
 namespace {
-
-// Offsets inside one interleaved Q4_K group block (repack.h).
-constexpr size_t kDOff = 0, kDminOff = 32, kScalesOff = 64, kQsOff = 256, kGroupBlock = 16 * sizeof(BlockQ4_K);
-static_assert(kQsOff + 32 * 64 == kGroupBlock);
-// Blocks ahead to prefetch (a prefetch past the weights' end is harmless).
-constexpr size_t kPrefetchBlocks = 2;
 
 inline __m512i bcast32(const void* p) {
   int v;
@@ -35,25 +30,15 @@ inline __m512i bcast32(const void* p) {
 }
 
 // The 16 rows' scales (as int32) and mins (as int16 pairs (m[2p], m[2p + 1])
-// per row) of one block, from sc[j][r] (types.h: Q4_K's 12 scale bytes).
+// per row) of one block.
 struct Scales {
   __m512i sc[8];
   __m512i mpair[4];
 };
 
-inline void decode_scales(const uint8_t* s, Scales& out) {
-  __m128i S[12];
-  for (int j = 0; j < 12; ++j) S[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * j));
-  const __m128i low6 = _mm_set1_epi8(0x3f), nib = _mm_set1_epi8(0x0f), top2 = _mm_set1_epi8(0x30);
+inline void decode_scales(const uint8_t* s12, Scales& out) {
   __m128i sc[8], m[8];
-  for (int i = 0; i < 4; ++i) {
-    sc[i] = _mm_and_si128(S[i], low6);
-    m[i] = _mm_and_si128(S[i + 4], low6);
-    // Bits 6-7 of the first bytes are bits 4-5 of the upper scales and mins.
-    sc[i + 4] = _mm_or_si128(_mm_and_si128(S[i + 8], nib), _mm_and_si128(_mm_srli_epi16(S[i], 2), top2));
-    m[i + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(S[i + 8], 4), nib),
-                            _mm_and_si128(_mm_srli_epi16(S[i + 4], 2), top2));
-  }
+  decode_q4_k_scales16(s12, sc, m);
   for (int i = 0; i < 8; ++i) out.sc[i] = _mm512_cvtepu8_epi32(sc[i]);
   for (int p = 0; p < 4; ++p) {
     const __m256i pairs = _mm256_set_m128i(_mm_unpackhi_epi8(m[2 * p], m[2 * p + 1]),
@@ -73,11 +58,8 @@ void gemm16_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, si
     sum[c] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < k / kQK_K; ++b) {
-    const uint8_t* g = group + b * kGroupBlock;
-    // The hardware prefetchers alone left a mat-vec from memory at ~40 GB/s
-    // on 2 cores (Zen 5); asking for the block after next made it ~60.
-    for (size_t line = 0; line < kGroupBlock; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(g + kPrefetchBlocks * kGroupBlock + line), _MM_HINT_T0);
+    const uint8_t* g = group + b * kQ4KGroupBlock;
+    prefetch_q4_k_block(g);
     __m512i isum[NC][8];
     for (int c = 0; c < NC; ++c)
       for (int s = 0; s < 8; ++s) isum[c][s] = _mm512_setzero_si512();
@@ -85,7 +67,7 @@ void gemm16_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, si
     // elements 64j + 4u.. (sub-block 2j), its high ones 64j + 32 + 4u..
     for (int u = 0; u < 8; ++u)
       for (int j = 0; j < 4; ++j) {
-        const __m512i q = _mm512_loadu_si512(g + kQsOff + (8 * j + u) * 64);
+        const __m512i q = _mm512_loadu_si512(g + kQ4KQsOff + (8 * j + u) * 64);
         const __m512i lo = _mm512_and_si512(q, low), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
         for (int c = 0; c < NC; ++c) {
           const int8_t* yq = y[c][b].qs + 64 * j + 4 * u;
@@ -94,18 +76,16 @@ void gemm16_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, si
         }
       }
     Scales sc;
-    decode_scales(g + kScalesOff, sc);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kDOff)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kDminOff)));
+    decode_scales(g + kQ4KScalesOff, sc);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQ4KDOff)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQ4KDminOff)));
     for (int c = 0; c < NC; ++c) {
       __m512i acc = _mm512_mullo_epi32(isum[c][0], sc.sc[0]);
       for (int s = 1; s < 8; ++s) acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(isum[c][s], sc.sc[s]));
       // bsums of the 16-element halves, paired per sub-block of 32: int16
       // pairs (sum[2p], sum[2p + 1]) broadcast against each row's min pair.
       alignas(16) int16_t pairs[8];
-      _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
-                      _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c][b].bsums)),
-                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[c][b].bsums + 8))));
+      _mm_store_si128(reinterpret_cast<__m128i*>(pairs), q8_k_pair_sums(y[c][b]));
       __m512i mins = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) mins = _mm512_dpwssd_epi32(mins, sc.mpair[p], bcast32(pairs + 2 * p));
       const __m512 db = _mm512_set1_ps(y[c][b].d);
