@@ -260,9 +260,10 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   p.kind = p.dequant ? WKind::F32 : kind_of(a.type);
   p.c_offset = p.kind == WKind::Q8_0 ? kern.q8_0_offset : p.kind == WKind::Q4_0 ? kern.q4_0_offset : 0;
   p.P = kern.panel;
-  // Interleaved weights with a gemm16 kernel take every N on the dot path
-  // (b in row format, 16 rows x up to 8 columns per call).
-  const bool gemm16 = p.repacked && kern.gemm16[static_cast<int>(p.kind)];
+  // Interleaved weights with a gemm16 kernel take the dot path (b in row
+  // format, 16 rows x up to 8 columns per call): Q4_0 / Q8_0 for every N,
+  // K-quants for the N where quant_gemm16 beats their integer gemm.
+  const bool gemm16 = p.repacked && (kern.gemm16[static_cast<int>(p.kind)] || quant_gemm16(kern.isa, a.type, p.N));
   if (!gemm16 && mul_mat_int_gemm(kern.isa, a.type, p.N)) {
     p.expand_u4 = expand_u4(kern, a.type);
     p.expand_s6 = expand_s6(kern, a.type);

@@ -235,8 +235,8 @@ Dot4Fn quant_dot4(Isa isa, DType type) {
 }
 
 Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n) {
-  if (isa >= Isa::Avx512) return quant_gemm16_avx512(type);
-  return isa >= Isa::Avx2 && n <= 4 ? quant_gemm16_avx2(type) : nullptr;
+  if (isa >= Isa::Avx512) return n < 16 ? quant_gemm16_avx512(type) : nullptr;
+  return isa >= Isa::Avx2 && n <= 16 ? quant_gemm16_avx2(type) : nullptr;
 }
 
 DotFn quant_dot(Isa isa, DType type) {
