@@ -347,9 +347,9 @@ TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
 // the scalar level would only unpack the rows again, so there it stays
 // plain. A Q4_K weight written to CPU_Repack is interleaved anyway (a buffer
 // does not know the level), and every level must still read it right: the
-// 16-row kernels for N below the integer gemm's panel, the row dots on
-// unpacked rows at the scalar level, the integer gemm on unpacked rows for
-// big N.
+// 16-row kernels below 16 columns, the row dots on unpacked rows at the
+// scalar level, the integer gemm on rows expanded 16 at a time from 16
+// columns on (unpacked one by one at chunk edges off the 16-row grid).
 TEST(RepackQ4K, ReadsBackWhatWasWritten) { expect_reads_back(DType::Q4_K, 512, 48); }
 
 TEST(RepackQ4K, WantedWhereTheLevelHasTheKernel) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <numeric>
 
 #include "../cpu_features.h"
 #include "../repack.h"
@@ -217,9 +218,9 @@ struct Plan {
   // chunk (no phase 0, so no wait between packing and multiplying).
   bool private_b = false;
   size_t private_off = 0;
-  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row or gemm16
+  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row, expand_u4_x16 or gemm16
   // Interleaved a's kernel for 16 rows (Q8_0 / Q4_0: b in q8 row format;
-  // Q4_K: b in its activation format, N below the integer gemm's panel).
+  // Q4_K: b in its activation format, N below 16, see quant_gemm16).
   Gemm16Fn gemm16 = nullptr;
   // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
   // dot path with b in their activation format (quant_dot.h).
@@ -230,6 +231,7 @@ struct Plan {
   // on the dot path), b is packed as for F32.
   ToFloatFn dequant = nullptr;
   ExpandU4Fn expand_u4 = nullptr;  // 4-bit weights on gemm_u4 (C = -1)
+  ExpandU4x16Fn expand_u4_x16 = nullptr;  // the same 16 interleaved rows at a time
   ExpandS6Fn expand_s6 = nullptr;  // Q6_K on gemm_s6 (C = 0)
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
@@ -266,6 +268,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   const bool gemm16 = p.repacked && (kern.gemm16[static_cast<int>(p.kind)] || quant_gemm16(kern.isa, a.type, p.N));
   if (!gemm16 && mul_mat_int_gemm(kern.isa, a.type, p.N)) {
     p.expand_u4 = expand_u4(kern, a.type);
+    if (p.repacked && p.expand_u4) p.expand_u4_x16 = interleaved_expand_u4(kern.isa, a.type);
     p.expand_s6 = expand_s6(kern, a.type);
     p.c_offset = p.expand_u4 ? -1 : 0;
   }
@@ -339,15 +342,17 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
                                  ? K + 2 * (K / kQBlock) * sizeof(float)
                                                          : K * sizeof(float);
   const int64_t tr = p.tile_rows;
-  int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kABlockBytes / std::max<size_t>(a_row_bytes, 1)) / tr) * tr;
-  rows = std::min(rows, (p.M + tr - 1) / tr * tr);
+  // Interleaved rows expanded 16 at a time: chunks of whole groups.
+  const int64_t step = p.expand_u4_x16 ? std::lcm(tr, kRepackRows) : tr;
+  int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kABlockBytes / std::max<size_t>(a_row_bytes, 1)) / step) * step;
+  rows = std::min(rows, (p.M + step - 1) / step * step);
   // Columns per chunk: all of them unless that leaves too few chunks to share.
   const int64_t pair = 2 * p.P;
   int64_t cols = (p.N + pair - 1) / pair * pair;
   const int64_t want = 8 * static_cast<int64_t>(nth);
   auto chunks = [&](int64_t r, int64_t c) { return p.n_mat * ((p.M + r - 1) / r) * ((p.N + c - 1) / c); };
   while (chunks(rows, cols) < want && cols > pair) cols = std::max(pair, (cols / 2 + pair - 1) / pair * pair);
-  while (chunks(rows, cols) < want && rows > tr) rows = std::max(tr, (rows / 2 + tr - 1) / tr * tr);
+  while (chunks(rows, cols) < want && rows > step) rows = std::max(step, (rows / 2 + step - 1) / step * step);
   p.row_block = rows;
   p.col_block = cols;
 
@@ -561,6 +566,10 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     for (int64_t i = r0; i < r1; ++i)
       expand(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
              ad + (i - r0) * nb);
+  } else if (p.amode == AMode::QuantU4 && p.expand_u4_x16 && r0 % kRepackRows == 0 && r1 % kRepackRows == 0) {
+    for (int64_t g = r0; g < r1; g += kRepackRows)
+      p.expand_u4_x16(static_cast<const uint8_t*>(a.data) + g * a.nb[1], K, aq + (g - r0) * K, ad + (g - r0) * nb,
+                      am + (g - r0) * nb);
   } else if (p.amode == AMode::QuantU4) {
     for (int64_t i = r0; i < r1; ++i)
       p.expand_u4(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,

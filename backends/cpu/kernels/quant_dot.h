@@ -55,14 +55,20 @@ Dot4Fn quant_dot4_avx512(DType type);  // call only if best_isa() >= Avx512
 // Rows of `type` interleaved in CPU_Repack (repack.h), 16 at a time, times
 // b columns in the type's activation format: out[c * 16 + r] = dot(row r,
 // column c), the same integers as the type's dot. Q4_K from AVX2 on; null
-// elsewhere (CPU_Repack then keeps such weights plain), and for b of n
-// columns where the integer gemm on unpacked rows wins: from 16 columns on
-// AVX-512 (its gemm's panel), from 17 on AVX2 (2 threads, TinyLlama's FFN
-// shapes: at 8 columns the AVX2 kernel is 1.2x the plain weights' gemm, at 16
-// even, at 32 0.9x; bench/mul_mat_bench mul_mat_repack).
+// elsewhere (CPU_Repack then keeps such weights plain), and for b of 16
+// columns or more, where the integer gemm on the same interleaved rows
+// (interleaved_expand_u4) is as fast (2 threads, TinyLlama's FFN shapes: at
+// 8 columns these kernels are 1.1-1.8x the plain weights' gemm, at 16 the
+// AVX2 one is even with the integer gemm; bench/mul_mat_bench
+// mul_mat_repack).
 Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n);
 Gemm16Fn quant_gemm16_avx2(DType type);    // call only if best_isa() >= Avx2
 Gemm16Fn quant_gemm16_avx512(DType type);  // call only if best_isa() >= Avx512
+// For the integer gemm at `isa` on interleaved rows of `type`: their
+// ExpandU4Fn 16 rows at a time from the group, with no unpacking. Q4_K from
+// AVX2 on; null elsewhere (the rows are then unpacked one by one).
+ExpandU4x16Fn interleaved_expand_u4(Isa isa, DType type);
+ExpandU4x16Fn interleaved_expand_u4_avx2(DType type);  // call only if best_isa() >= Avx2
 
 // Whether mul_mat at `isa` converts weights of `type` to f32 rows and runs
 // the f32 kernels for b of n columns, instead of quantizing b (see QuantPath

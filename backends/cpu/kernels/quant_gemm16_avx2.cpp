@@ -9,6 +9,7 @@
 // bsums. The integers are those of the scalar dot.
 #include <immintrin.h>
 
+#include "../repack.h"
 #include "q4_k_interleaved.h"
 #include "quant_dot.h"
 
@@ -96,8 +97,68 @@ void gemm16_q4_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t 
   half_q4_k<1>(k, group, b_cols, b_stride, ncols, out);
 }
 
+// ExpandU4x16Fn for Q4_K: per chunk j of a block (qs[32j..32j+31] of every
+// row, dwords t = 8j..8j+7), eight loads of one 32-byte half hold dword t of
+// 8 rows each; a 8 x 8 dword transpose (unpack 32, unpack 64, 128-bit lane
+// swaps) gives each row its 32 bytes, split into low and high nibbles as
+// expand_u4_q4_k does for a plain row.
+void expand_u4_q4_k_x16(const uint8_t* group, int64_t k, uint8_t* q, float* d, float* m) {
+  const int64_t nb32 = k / kQBlock;
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  auto put = [&](uint8_t* row, __m256i v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm256_and_si256(v, low));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+  };
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const uint8_t* g = group + b * kQ4KGroupBlock;
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        __m256i v[8], t[8], s[8];
+        for (int u = 0; u < 8; ++u)
+          v[u] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQ4KQsOff + (8 * j + u) * 64 + 32 * h));
+        for (int i = 0; i < 4; ++i) {
+          t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+          t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+        }
+        // s[c] (c < 4): lane l holds u = 0..3 of row 8h + 4l + c; s[4 + c] u = 4..7.
+        for (int i = 0; i < 2; ++i) {
+          s[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+          s[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+          s[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+          s[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+        }
+        for (int c = 0; c < 4; ++c) {
+          const int r = 8 * h + c;
+          put(q + r * k + b * kQK_K + 64 * j, _mm256_permute2x128_si256(s[c], s[4 + c], 0x20));
+          put(q + (r + 4) * k + b * kQK_K + 64 * j, _mm256_permute2x128_si256(s[c], s[4 + c], 0x31));
+        }
+      }
+    }
+    __m128i sc8[8], m8[8];
+    decode_q4_k_scales16(g + kQ4KScalesOff, sc8, m8);
+    alignas(32) float ds[8][16], ms[8][16];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDOff + 16 * h)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDminOff + 16 * h)));
+      for (int sb = 0; sb < 8; ++sb) {
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sc8[sb], 8 * h)));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(m8[sb], 8 * h)));
+        _mm256_store_ps(ds[sb] + 8 * h, _mm256_mul_ps(dd, sc));
+        _mm256_store_ps(ms[sb] + 8 * h, _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, mn)));
+      }
+    }
+    for (int r = 0; r < kRepackRows; ++r)
+      for (int sb = 0; sb < 8; ++sb) {
+        d[r * nb32 + 8 * b + sb] = ds[sb][r];
+        m[r * nb32 + 8 * b + sb] = ms[sb][r];
+      }
+  }
+}
+
 }  // namespace
 
 Gemm16Fn quant_gemm16_avx2(DType type) { return type == DType::Q4_K ? gemm16_q4_k : nullptr; }
+
+ExpandU4x16Fn interleaved_expand_u4_avx2(DType type) { return type == DType::Q4_K ? expand_u4_q4_k_x16 : nullptr; }
 
 }  // namespace loom::cpu

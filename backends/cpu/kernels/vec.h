@@ -94,6 +94,10 @@ using GemmU4Fn = void (*)(int mr, const uint8_t* aq, const float* ad, const floa
 // A row of 4-bit weights (its type's blocks) -> bytes 0..15, scales d and
 // offsets m per 32 elements, for gemm_u4.
 using ExpandU4Fn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d, float* m);
+// The same for the 16 rows of an interleaved group (CPU_Repack, repack.h),
+// read where they lie: row r's bytes at q + r * k, its scales and offsets
+// at d + r * (k / 32) and m + r * (k / 32).
+using ExpandU4x16Fn = void (*)(const uint8_t* group, int64_t k, uint8_t* q, float* d, float* m);
 // s6:   Q6_K weights as a row of int8 q - 32 (-32..31) with a scale per
 //       16 elements (ad16, k/16 floats), in a q8 panel packed with C = 0.
 using GemmS6Fn = void (*)(int mr, const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, int nv,
