@@ -5,9 +5,9 @@
 //                        most 16 MiB) stay in the 32 MiB L3.
 //   mul_mat_dram/<type>  16384 x 4096 weights (38-268 MB) times 1 column:
 //                        mat-vec reading the weights from memory.
-//   mul_mat_repack/<type>/<K>x<M>  Q8_0 / Q4_0 / Q4_K weights at TinyLlama's FFN
-//                        shapes (K x M = 2048 x 5632 and 5632 x 2048) times 1, 4, 8,
-//                        64 or 512 columns: the same weights in CPU_Repack
+//   mul_mat_repack/<type>/<K>x<M>  Q8_0 / Q4_0 / Q4_K / Q6_K weights at TinyLlama's FFN
+//                        shapes (K x M = 2048 x 5632 and 5632 x 2048) times 1 to
+//                        512 columns: the same weights in CPU_Repack
 //                        (interleaved, gemm16 kernels) and in plain CPU memory
 //                        (the kernels CPU_Mapped weights get), timed alternately
 //                        in every iteration. Counters plain_ms, repack_ms and
@@ -164,7 +164,7 @@ void register_all() {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
-  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K})
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
     for (auto [depth, rows] : {std::pair<int64_t, int64_t>{2048, 5632}, {5632, 2048}}) {
       const std::string name = "mul_mat_repack/" + std::string(type_name(type)) + "/" + std::to_string(depth) +
                                "x" + std::to_string(rows);

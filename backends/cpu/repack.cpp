@@ -47,6 +47,12 @@ void block(DType type, uint8_t* plain, uint8_t* packed, int lane) {
       field<kPack, 1, 12>(plain, packed, lane);
       field<kPack, 4, 32>(plain, packed, lane);
       break;
+    case DType::Q6_K:  // ql, qh, scales, d
+      field<kPack, 4, 32>(plain, packed, lane);
+      field<kPack, 4, 16>(plain, packed, lane);
+      field<kPack, 1, 16>(plain, packed, lane);
+      field<kPack, 2, 1>(plain, packed, lane);
+      break;
     default: fail("CPU_Repack: no interleaved layout for {}", type_name(type));
   }
 }
@@ -70,7 +76,7 @@ void unpack_group(const Tensor& t, const uint8_t* group, uint8_t* rows) {
 }  // namespace
 
 bool repackable(const Tensor& t) {
-  return (t.type == DType::Q4_0 || t.type == DType::Q8_0 || t.type == DType::Q4_K) && !t.view_src && t.ne[1] % kRepackRows == 0 &&
+  return (t.type == DType::Q4_0 || t.type == DType::Q8_0 || t.type == DType::Q4_K || t.type == DType::Q6_K) && !t.view_src && t.ne[1] % kRepackRows == 0 &&
          t.ne[2] == 1 && t.ne[3] == 1 && t.is_contiguous();
 }
 
@@ -151,7 +157,7 @@ bool RepackBufferType::supports_op(const Tensor& node) const {
   // Only where the level mul_mat runs at has a kernel for interleaved rows
   // (AVX2, AVX-512); without one every row would be unpacked first.
   const DType type = node.src[0]->type;
-  if (type == DType::Q4_K) return quant_gemm16(mul_mat_isa(), type, 1) != nullptr;
+  if (type == DType::Q4_K || type == DType::Q6_K) return quant_gemm16(mul_mat_isa(), type, 1) != nullptr;
   const WKind kind = type == DType::Q4_0 ? WKind::Q4_0 : WKind::Q8_0;
   return mul_mat_kernels(mul_mat_isa()).gemm16[static_cast<int>(kind)] != nullptr;
 }

@@ -1,4 +1,4 @@
-// CPU_Repack: a buffer type for Q4_0 / Q8_0 / Q4_K weights that mul_mat
+// CPU_Repack: a buffer type for Q4_0 / Q8_0 / Q4_K / Q6_K weights that mul_mat
 // reads as src0. Writing a weight here interleaves each group of 16 rows
 // block by block, so one 64-byte load holds 4 bytes of every row: the
 // AVX-512 mat-vec multiplies 16 rows per vpdpbusd without shuffles, the AVX2
@@ -12,6 +12,9 @@
 //   uint16 d[16], dmin[16]
 //   uint8  sc[12][16]           sc[j][r] = row r's scales byte j
 //   uint8  v[32][16][4]         v[t][r] = row r's qs bytes 4t..4t+3
+// and of Q6_K (16 rows x 256 elements, q6_k_interleaved.h):
+//   uint8  ql[32][16][4], qh[16][16][4]   row r's ql / qh bytes 4t..4t+3
+//   int8   sc[16][16]; uint16 d[16]
 // It is a byte permutation of the plain rows with the same size, so reads
 // (get_tensor) give back the plain bytes and a memset is a memset. Tensors
 // that do not fit (other types, rows not a multiple of 16, views) are stored

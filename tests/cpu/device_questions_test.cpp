@@ -77,14 +77,14 @@ TEST(CpuDeviceQuestions, RepackMemoryOnlyForMulMatsWholeSrc0) {
   EXPECT_TRUE(cpu.supports_operand(*mul_mat(ctx, w, x), 1, repack));  // f32 activations stay plain
 }
 
-// CPU_Repack interleaves only Q4_0 / Q8_0 / Q4_K (the layouts of its 16-row
-// kernels; Q4_K's are in repack_test): the other quantized types are never
+// CPU_Repack interleaves only Q4_0 / Q8_0 / Q4_K / Q6_K (the layouts of its
+// 16-row kernels; the K-quants' are in repack_test): the other quantized types are never
 // asked for there and, if placed there, stay plain, so every op reads them.
 TEST(CpuDeviceQuestions, RepackKeepsOtherQuantizedTypesPlain) {
   Device& cpu = Registry::get().cpu();
   BufferType& repack = find_type("CPU_Repack");
   for (DType t : kQuantizedTypes) {
-    if (t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K) continue;
+    if (t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K) continue;
     Context ctx;
     Tensor* w = ctx.new_tensor(t, {256, 32});
     Tensor* x = ctx.new_tensor(DType::F32, {256, 3});

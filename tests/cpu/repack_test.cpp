@@ -1,4 +1,4 @@
-// CPU_Repack: interleaved Q4_0 / Q8_0 / Q4_K weights read back as they were
+// CPU_Repack: interleaved Q4_0 / Q8_0 / Q4_K / Q6_K weights read back as they were
 // written (whole, partial, memset), mul_mat with them equal to mul_mat with
 // the plain weights on every ISA level and both paths (mat-vec, gemm), and
 // the device accepting a repacked weight only as mul_mat's src0.
@@ -162,10 +162,19 @@ TEST_P(RepackTest, OnlyMulMatReadsARepackedWeight) {
   EXPECT_FALSE(repack_type().supports_op(*get_rows(ctx, fresh, idx)));
 }
 
-// b after the kernels' quantization (32-element blocks, d = amax/127 in
-// float, q = rint(x/d)), in double.
-std::vector<double> quantize_like_kernels(const std::vector<float>& x) {
+// b after the kernels' quantization, in double: for K-quants Q8_K blocks of
+// 256 (the 16-row kernels' activations), else 32-element blocks (d =
+// amax/127 in float, q = rint(x/d)).
+std::vector<double> quantize_like_kernels(DType type, const std::vector<float>& x) {
   std::vector<double> out(x.size());
+  if (traits(type).block_size == kQK_K) {
+    std::vector<BlockQ8_K> q(x.size() / kQK_K);
+    std::vector<float> back(x.size());
+    quantize_row_q8_k(x.data(), q.data(), static_cast<int64_t>(x.size()));
+    dequantize_row_q8_k(q.data(), back.data(), static_cast<int64_t>(x.size()));
+    std::copy(back.begin(), back.end(), out.begin());
+    return out;
+  }
   for (size_t b = 0; b < x.size(); b += cpu::kQBlock) {
     float amax = 0.0f;
     for (int i = 0; i < cpu::kQBlock; ++i) amax = std::max(amax, std::fabs(x[b + i]));
@@ -206,7 +215,7 @@ void check_against_reference(DType type, int64_t K, int64_t M, int64_t N, cpu::I
   int bad = 0;
   for (int64_t j = 0; j < N; ++j) {
     const std::vector<double> bq =
-        quantize_like_kernels(std::vector<float>(bv.begin() + j * K, bv.begin() + (j + 1) * K));
+        quantize_like_kernels(type, std::vector<float>(bv.begin() + j * K, bv.begin() + (j + 1) * K));
     for (int64_t i = 0; i < M; ++i) {
       double ref = 0.0, mag = 0.0;
       for (int64_t k = 0; k < K; ++k) {
@@ -343,51 +352,68 @@ TEST(Repack, ModelMatricesAreRepackedOnTheAvx2Level) {
   expect_model_repacked(DType::Q4_0, cpu::Isa::Avx2, 64, 96);
 }
 
-// Q4_K: interleaved where mul_mat runs at AVX2 or AVX-512 (quant_gemm16);
-// the scalar level would only unpack the rows again, so there it stays
-// plain. A Q4_K weight written to CPU_Repack is interleaved anyway (a buffer
-// does not know the level), and every level must still read it right: the
-// 16-row kernels below 16 columns, the row dots on unpacked rows at the
-// scalar level, the integer gemm on rows expanded 16 at a time from 16
-// columns on (unpacked one by one at chunk edges off the 16-row grid).
-TEST(RepackQ4K, ReadsBackWhatWasWritten) { expect_reads_back(DType::Q4_K, 512, 48); }
+// K-quants (Q4_K, Q6_K): interleaved where mul_mat runs at AVX2 or AVX-512
+// (quant_gemm16); the scalar level would only unpack the rows again, so there
+// it stays plain. A weight written to CPU_Repack is interleaved anyway (a
+// buffer does not know the level), and every level must still read it
+// right: the 16-row kernels below 16 columns, the row dots on unpacked rows
+// at the scalar level, the integer gemm on rows expanded 16 at a time from
+// 16 columns on (unpacked one by one at chunk edges off the 16-row grid).
+class RepackKQuant : public ::testing::TestWithParam<DType> {
+ protected:
+  void TearDown() override { cpu::set_mul_mat_isa(std::nullopt); }
+};
 
-TEST(RepackQ4K, WantedWhereTheLevelHasTheKernel) {
+TEST_P(RepackKQuant, ReadsBackWhatWasWritten) { expect_reads_back(GetParam(), 512, 48); }
+
+TEST_P(RepackKQuant, WantedWhereTheLevelHasTheKernel) {
   Context ctx;
-  Tensor* mm = mul_mat(ctx, ctx.new_tensor(DType::Q4_K, {512, 32}), ctx.new_tensor(DType::F32, {512, 1}));
+  Tensor* mm = mul_mat(ctx, ctx.new_tensor(GetParam(), {512, 32}), ctx.new_tensor(DType::F32, {512, 1}));
   for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
     if (isa > cpu::best_isa()) continue;
     cpu::set_mul_mat_isa(isa);
     EXPECT_EQ(repack_type().supports_op(*mm), isa != cpu::Isa::Scalar) << cpu::isa_name(isa);
-    EXPECT_EQ(cpu::quant_gemm16(isa, DType::Q4_K, 1) != nullptr, isa != cpu::Isa::Scalar) << cpu::isa_name(isa);
+    EXPECT_EQ(cpu::quant_gemm16(isa, GetParam(), 1) != nullptr, isa != cpu::Isa::Scalar) << cpu::isa_name(isa);
   }
-  cpu::set_mul_mat_isa(std::nullopt);
 }
 
-TEST(RepackQ4K, MulMatMatchesPlainWeights) {
+TEST_P(RepackKQuant, MulMatMatchesPlainWeights) {
   for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
     if (isa > cpu::best_isa()) continue;
     for (int threads : {1, 2}) {
       for (int64_t N : {1, 2, 3, 4, 5, 8, 9, 16, 17, 33}) {
-        compare(DType::Q4_K, 256, 16, N, isa, threads);
-        compare(DType::Q4_K, 2048, 48, N, isa, threads);
-        compare(DType::Q4_K, 5632, 32, N, isa, threads);  // TinyLlama's ffn_down depth
+        compare(GetParam(), 256, 16, N, isa, threads);
+        compare(GetParam(), 2048, 48, N, isa, threads);
+        compare(GetParam(), 5632, 32, N, isa, threads);  // TinyLlama's ffn_down depth
       }
-      compare(DType::Q4_K, 512, 160, 1, isa, threads);  // several chunks
-      compare(DType::Q4_K, 512, 40, 2, isa, threads);   // stays plain
+      compare(GetParam(), 512, 160, 1, isa, threads);  // several chunks
+      compare(GetParam(), 512, 40, 2, isa, threads);   // stays plain
     }
   }
-  cpu::set_mul_mat_isa(std::nullopt);
 }
 
-TEST(RepackQ4K, ModelMatricesAreRepackedOnTheAvx2AndAvx512Levels) {
+// The 16-row kernels against the double-precision reference, where the
+// tolerance does not depend on the plain path (which may quantize b in
+// blocks of 32): rows of 1 to 10 groups, 1 to 9 columns.
+TEST_P(RepackKQuant, Gemm16MatchesReference) {
+  for (cpu::Isa isa : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+    if (isa > cpu::best_isa()) continue;
+    for (int64_t M : {16, 160})
+      for (int64_t N : {1, 2, 3, 5, 9}) check_against_reference(GetParam(), 512, M, N, isa, 2);
+  }
+}
+
+TEST_P(RepackKQuant, ModelMatricesAreRepackedOnTheAvx2AndAvx512Levels) {
   if (cpu::best_isa() < cpu::Isa::Avx2) GTEST_SKIP() << "no AVX2";
   for (cpu::Isa level : {cpu::Isa::Avx2, cpu::Isa::Avx512}) {
     if (level > cpu::best_isa()) continue;
     SCOPED_TRACE(cpu::isa_name(level));
-    expect_model_repacked(DType::Q4_K, level, 256, 512);
+    expect_model_repacked(GetParam(), level, 256, 512);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, RepackKQuant, ::testing::Values(DType::Q4_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace
 }  // namespace loom

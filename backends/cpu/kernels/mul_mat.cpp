@@ -218,7 +218,7 @@ struct Plan {
   // chunk (no phase 0, so no wait between packing and multiplying).
   bool private_b = false;
   size_t private_off = 0;
-  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row, expand_u4_x16 or gemm16
+  bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row, expand_*_x16 or gemm16
   // Interleaved a's kernel for 16 rows (Q8_0 / Q4_0: b in q8 row format;
   // Q4_K: b in its activation format, N below 16, see quant_gemm16).
   Gemm16Fn gemm16 = nullptr;
@@ -233,6 +233,7 @@ struct Plan {
   ExpandU4Fn expand_u4 = nullptr;  // 4-bit weights on gemm_u4 (C = -1)
   ExpandU4x16Fn expand_u4_x16 = nullptr;  // the same 16 interleaved rows at a time
   ExpandS6Fn expand_s6 = nullptr;  // Q6_K on gemm_s6 (C = 0)
+  ExpandS6x16Fn expand_s6_x16 = nullptr;  // the same 16 interleaved rows at a time
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
 
@@ -270,6 +271,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
     p.expand_u4 = expand_u4(kern, a.type);
     if (p.repacked && p.expand_u4) p.expand_u4_x16 = interleaved_expand_u4(kern.isa, a.type);
     p.expand_s6 = expand_s6(kern, a.type);
+    if (p.repacked && p.expand_s6) p.expand_s6_x16 = interleaved_expand_s6(kern.isa, a.type);
     p.c_offset = p.expand_u4 ? -1 : 0;
   }
   const bool int_gemm = p.expand_u4 || p.expand_s6;
@@ -343,7 +345,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
                                                          : K * sizeof(float);
   const int64_t tr = p.tile_rows;
   // Interleaved rows expanded 16 at a time: chunks of whole groups.
-  const int64_t step = p.expand_u4_x16 ? std::lcm(tr, kRepackRows) : tr;
+  const int64_t step = p.expand_u4_x16 || p.expand_s6_x16 ? std::lcm(tr, kRepackRows) : tr;
   int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(kABlockBytes / std::max<size_t>(a_row_bytes, 1)) / step) * step;
   rows = std::min(rows, (p.M + step - 1) / step * step);
   // Columns per chunk: all of them unless that leaves too few chunks to share.
@@ -574,9 +576,13 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
     for (int64_t i = r0; i < r1; ++i)
       p.expand_u4(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
                   ad + (i - r0) * nb, am + (i - r0) * nb);
+  } else if (p.amode == AMode::QuantS6 && p.expand_s6_x16 && r0 % kRepackRows == 0 && r1 % kRepackRows == 0) {
+    for (int64_t g = r0; g < r1; g += kRepackRows)  // ad holds 2 * nb scales a row (its region and am's)
+      p.expand_s6_x16(static_cast<const uint8_t*>(a.data) + g * a.nb[1], K, aq + (g - r0) * K, ad + (g - r0) * 2 * nb);
   } else if (p.amode == AMode::QuantS6) {
-    for (int64_t i = r0; i < r1; ++i)  // ad holds 2 * nb scales a row (its region and am's)
-      p.expand_s6(a_row(a, b, mat, i), K, aq + (i - r0) * K, ad + (i - r0) * 2 * nb);
+    for (int64_t i = r0; i < r1; ++i)
+      p.expand_s6(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
+                  ad + (i - r0) * 2 * nb);
   }
 
   for (int64_t cp = c0; cp < c1; cp += 2 * P) {

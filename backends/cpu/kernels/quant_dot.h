@@ -54,12 +54,14 @@ Dot4Fn quant_dot4_avx512(DType type);  // call only if best_isa() >= Avx512
 
 // Rows of `type` interleaved in CPU_Repack (repack.h), 16 at a time, times
 // b columns in the type's activation format: out[c * 16 + r] = dot(row r,
-// column c), the same integers as the type's dot. Q4_K from AVX2 on; null
-// elsewhere (CPU_Repack then keeps such weights plain), and for b of 16
-// columns or more, where the integer gemm on the same interleaved rows
-// (interleaved_expand_u4) is as fast (2 threads, TinyLlama's FFN shapes: at
-// 8 columns these kernels are 1.1-1.8x the plain weights' gemm, at 16 the
-// AVX2 one is even with the integer gemm; bench/mul_mat_bench
+// column c), the same integers as the type's dot. Q4_K and Q6_K from AVX2
+// on; null elsewhere (CPU_Repack then keeps such weights plain), and for b
+// of more columns than where they beat the integer gemm on the same
+// interleaved rows (interleaved_expand_u4 / _s6): Q4_K up to 15, Q6_K up to
+// 32 (2 threads, TinyLlama's FFN shapes, against the plain weights: Q4_K at
+// 8 columns 1.1-1.8x, at 16 the AVX2 kernel even with the integer gemm;
+// Q6_K at 16 columns 1.1-1.5x, at 32 0.95-1.04x where the integer gemm gave
+// 0.92-0.95x, at 64 0.79-0.98x against 0.93-0.97x; bench/mul_mat_bench
 // mul_mat_repack).
 Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n);
 Gemm16Fn quant_gemm16_avx2(DType type);    // call only if best_isa() >= Avx2
@@ -69,6 +71,9 @@ Gemm16Fn quant_gemm16_avx512(DType type);  // call only if best_isa() >= Avx512
 // AVX2 on; null elsewhere (the rows are then unpacked one by one).
 ExpandU4x16Fn interleaved_expand_u4(Isa isa, DType type);
 ExpandU4x16Fn interleaved_expand_u4_avx2(DType type);  // call only if best_isa() >= Avx2
+// The same for ExpandS6Fn: Q6_K from AVX2 on.
+ExpandS6x16Fn interleaved_expand_s6(Isa isa, DType type);
+ExpandS6x16Fn interleaved_expand_s6_avx2(DType type);  // call only if best_isa() >= Avx2
 
 // Whether mul_mat at `isa` converts weights of `type` to f32 rows and runs
 // the f32 kernels for b of n columns, instead of quantizing b (see QuantPath

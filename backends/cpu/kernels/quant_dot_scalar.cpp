@@ -235,12 +235,16 @@ Dot4Fn quant_dot4(Isa isa, DType type) {
 }
 
 Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n) {
-  if (n >= 16) return nullptr;
+  if (n > (type == DType::Q6_K ? 32 : 15)) return nullptr;
   return isa >= Isa::Avx512 ? quant_gemm16_avx512(type) : isa >= Isa::Avx2 ? quant_gemm16_avx2(type) : nullptr;
 }
 
 ExpandU4x16Fn interleaved_expand_u4(Isa isa, DType type) {
   return isa >= Isa::Avx2 ? interleaved_expand_u4_avx2(type) : nullptr;
+}
+
+ExpandS6x16Fn interleaved_expand_s6(Isa isa, DType type) {
+  return isa >= Isa::Avx2 ? interleaved_expand_s6_avx2(type) : nullptr;
 }
 
 DotFn quant_dot(Isa isa, DType type) {

@@ -1,8 +1,9 @@
-// AVX2 mat-vec for Q4_K rows interleaved in CPU_Repack (repack.h, layout in
-// q4_k_interleaved.h): as quant_gemm16_avx512.cpp, in two halves of 8 rows
-// (a 32-byte half of each 64-byte row vector), 4, 2 or 1 columns per pass
-// over the weights (4 made 8 columns 1.2x faster than 2). Without vpdpbusd, maddubs
-// makes int16 pair sums (at most 2 * 15 * 127); the 8 of one sub-block add up
+// AVX2 mat-vecs for Q4_K and Q6_K rows interleaved in CPU_Repack (repack.h,
+// layouts in q4_k_interleaved.h and q6_k_interleaved.h), and their
+// expansion 16 rows at a time for the integer gemm. Q4_K: as
+// quant_gemm16_avx512.cpp, in two halves of 8 rows (a 32-byte half of each
+// 64-byte row vector), 4, 2 or 1 columns per pass over the weights (4 made 8
+// columns 1.2x faster than 2). Without vpdpbusd, maddubs makes int16 pair sums (at most 2 * 15 * 127); the 8 of one sub-block add up
 // in int16 (at most 8 * 3840 < 2^15), and one madd with the rows' scale in
 // both halves of each lane gives scale * (sum over the sub-block) in int32.
 // The mins' term is a madd of the rows' min pairs with the column's paired
@@ -11,6 +12,7 @@
 
 #include "../repack.h"
 #include "q4_k_interleaved.h"
+#include "q6_k_interleaved.h"
 #include "quant_dot.h"
 
 namespace loom::cpu {
@@ -22,7 +24,7 @@ inline __m256i bcast32(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
-// NC columns (1 or 2) of the 8 rows of half H: out[c * 16 + 8H + r].
+// NC columns (4, 2 or 1) of the 8 rows of half H: out[c * 16 + 8H + r].
 template <int NC, int H>
 void half_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size_t b_stride, float* out) {
   constexpr int h = H;
@@ -97,43 +99,50 @@ void gemm16_q4_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t 
   half_q4_k<1>(k, group, b_cols, b_stride, ncols, out);
 }
 
+// 8 x 8 dword transpose: piece0 points at 8 consecutive 64-byte pieces of an
+// interleaved field (piece u holds dword u of the 16 rows); their 32-byte
+// half h holds dword u of rows 8h..8h+7. row[r] gets row 8h + r's 8 dwords
+// (unpack 32, unpack 64, 128-bit lane swaps).
+inline void transpose_half(const uint8_t* piece0, int h, __m256i row[8]) {
+  __m256i v[8], t[8], s[8];
+  for (int u = 0; u < 8; ++u) v[u] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(piece0 + u * 64 + 32 * h));
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  // s[c] (c < 4): lane l holds u = 0..3 of row 4l + c; s[4 + c] u = 4..7.
+  for (int i = 0; i < 2; ++i) {
+    s[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    s[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    s[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    s[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    row[c] = _mm256_permute2x128_si256(s[c], s[4 + c], 0x20);
+    row[c + 4] = _mm256_permute2x128_si256(s[c], s[4 + c], 0x31);
+  }
+}
+
 // ExpandU4x16Fn for Q4_K: per chunk j of a block (qs[32j..32j+31] of every
-// row, dwords t = 8j..8j+7), eight loads of one 32-byte half hold dword t of
-// 8 rows each; a 8 x 8 dword transpose (unpack 32, unpack 64, 128-bit lane
-// swaps) gives each row its 32 bytes, split into low and high nibbles as
-// expand_u4_q4_k does for a plain row.
+// row, dwords t = 8j..8j+7), the transposed halves give each row its 32
+// bytes, split into low and high nibbles as expand_u4_q4_k does for a plain
+// row.
 void expand_u4_q4_k_x16(const uint8_t* group, int64_t k, uint8_t* q, float* d, float* m) {
   const int64_t nb32 = k / kQBlock;
   const __m256i low = _mm256_set1_epi8(0x0f);
-  auto put = [&](uint8_t* row, __m256i v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm256_and_si256(v, low));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
-  };
   for (int64_t b = 0; b < k / kQK_K; ++b) {
     const uint8_t* g = group + b * kQ4KGroupBlock;
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h)
       for (int j = 0; j < 4; ++j) {
-        __m256i v[8], t[8], s[8];
-        for (int u = 0; u < 8; ++u)
-          v[u] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQ4KQsOff + (8 * j + u) * 64 + 32 * h));
-        for (int i = 0; i < 4; ++i) {
-          t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-          t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-        }
-        // s[c] (c < 4): lane l holds u = 0..3 of row 8h + 4l + c; s[4 + c] u = 4..7.
-        for (int i = 0; i < 2; ++i) {
-          s[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-          s[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-          s[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-          s[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-        }
-        for (int c = 0; c < 4; ++c) {
-          const int r = 8 * h + c;
-          put(q + r * k + b * kQK_K + 64 * j, _mm256_permute2x128_si256(s[c], s[4 + c], 0x20));
-          put(q + (r + 4) * k + b * kQK_K + 64 * j, _mm256_permute2x128_si256(s[c], s[4 + c], 0x31));
+        __m256i rows[8];
+        transpose_half(g + kQ4KQsOff + 8 * j * 64, h, rows);
+        for (int r = 0; r < 8; ++r) {
+          uint8_t* out = q + (8 * h + r) * k + b * kQK_K + 64 * j;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_and_si256(rows[r], low));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32),
+                              _mm256_and_si256(_mm256_srli_epi16(rows[r], 4), low));
         }
       }
-    }
     __m128i sc8[8], m8[8];
     decode_q4_k_scales16(g + kQ4KScalesOff, sc8, m8);
     alignas(32) float ds[8][16], ms[8][16];
@@ -155,10 +164,142 @@ void expand_u4_q4_k_x16(const uint8_t* group, int64_t k, uint8_t* q, float* d, f
   }
 }
 
+// ---- Q6_K (layout in q6_k_interleaved.h) ------------------------------------
+
+// The four quarters' 6-bit values (0..63) from ql dwords la (low nibbles:
+// quarter 0, high: 2), lb (1, 3) and the qh dword (2 bits per quarter).
+inline void q6_k_quarters(__m256i la, __m256i lb, __m256i qh, __m256i q[4]) {
+  const __m256i low = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+  q[0] = _mm256_or_si256(_mm256_and_si256(la, low), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+  q[1] = _mm256_or_si256(_mm256_and_si256(lb, low), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), low), _mm256_and_si256(qh, top));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), low),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+}
+
+inline __m256i load_half(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Rows 8h..8h+7's int8 scales of sub-block s, each as int16 in both halves
+// of its lane (for madd).
+inline __m256i q6_k_scale2(const uint8_t* g, int s, int h) {
+  const __m128i s16 =
+      _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 16 * s + 8 * h)));
+  return _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
+}
+
+// NC columns (4, 2 or 1; 4 made 8-16 columns 1.2-1.4x faster than 2) of the
+// 8 rows of half H: out[c * 16 + 8H + r]. Per quarter and
+// dword pair, two maddubs (each int16 at most 2 * 63 * 128) add up in int16
+// (< 2^15) and one madd with the rows' scale takes them to int32; the
+// offset's term is a madd of the rows' scale pairs with the paired bsums.
+template <int NC, int H>
+void half_q6_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size_t b_stride, float* out) {
+  const BlockQ8_K* y[NC];
+  __m256 sum[NC];
+  for (int c = 0; c < NC; ++c) {
+    y[c] = reinterpret_cast<const BlockQ8_K*>(b_col0 + c * b_stride);
+    sum[c] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const uint8_t* g = group + b * kQ6KGroupBlock;
+    if constexpr (H == 0) prefetch_q6_k_block(g);
+    __m256i acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_si256();
+    for (int hf = 0; hf < 2; ++hf)
+      for (int i = 0; i < 2; ++i) {  // dwords u = 4i..4i+3: sub-blocks 8hf + 2j + i
+        __m256i sc[4];
+        for (int j = 0; j < 4; ++j) sc[j] = q6_k_scale2(g, 8 * hf + 2 * j + i, H);
+        for (int u = 4 * i; u < 4 * i + 4; u += 2) {
+          __m256i q0[4], q1[4];
+          q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u) * 64 + 32 * H),
+                        load_half(g + kQ6KQlOff + (16 * hf + 8 + u) * 64 + 32 * H),
+                        load_half(g + kQ6KQhOff + (8 * hf + u) * 64 + 32 * H), q0);
+          q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u + 1) * 64 + 32 * H),
+                        load_half(g + kQ6KQlOff + (16 * hf + 9 + u) * 64 + 32 * H),
+                        load_half(g + kQ6KQhOff + (8 * hf + u + 1) * 64 + 32 * H), q1);
+          for (int c = 0; c < NC; ++c)
+            for (int j = 0; j < 4; ++j) {
+              const int8_t* yq = y[c][b].qs + 128 * hf + 32 * j + 4 * u;
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q0[j], bcast32(yq)),
+                                                 _mm256_maddubs_epi16(q1[j], bcast32(yq + 4)));
+              acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(p, sc[j]));
+            }
+        }
+      }
+    // Rows' scale pairs (s[2p], s[2p + 1]) as int16, against bsums pairs.
+    __m256i spair[8];
+    for (int p = 0; p < 8; ++p) {
+      const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 32 * p + 8 * H));
+      const __m128i a1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 32 * p + 16 + 8 * H));
+      spair[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, a1));
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ6KDOff + 16 * H)));
+    for (int c = 0; c < NC; ++c) {
+      __m256i off = _mm256_madd_epi16(spair[0], bcast32(y[c][b].bsums));
+      for (int p = 1; p < 8; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(spair[p], bcast32(y[c][b].bsums + 2 * p)));
+      const __m256i total = _mm256_sub_epi32(acc[c], _mm256_slli_epi32(off, 5));
+      sum[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(y[c][b].d)), sum[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out + 16 * c + 8 * H, sum[c]);
+}
+
+template <int H>
+void half_q6_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  int c = 0;
+  for (; c + 4 <= ncols; c += 4) half_q6_k_cols<4, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
+  for (; c + 2 <= ncols; c += 2) half_q6_k_cols<2, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
+  if (c < ncols) half_q6_k_cols<1, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
+}
+
+void gemm16_q6_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
+  half_q6_k<0>(k, group, b_cols, b_stride, ncols, out);
+  half_q6_k<1>(k, group, b_cols, b_stride, ncols, out);
+}
+
+// ExpandS6x16Fn for Q6_K: the transposed halves of ql and qh give each row
+// its plain ql / qh bytes of a half block, expanded as expand_s6_q6_k does.
+void expand_s6_q6_k_x16(const uint8_t* group, int64_t k, uint8_t* q, float* d16) {
+  const int64_t n16 = k / 16;
+  const __m256i bias = _mm256_set1_epi8(32);
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const uint8_t* g = group + b * kQ6KGroupBlock;
+    for (int hf = 0; hf < 2; ++hf)
+      for (int h = 0; h < 2; ++h) {
+        __m256i la[8], lb[8], qh[8];
+        transpose_half(g + kQ6KQlOff + 16 * hf * 64, h, la);
+        transpose_half(g + kQ6KQlOff + (16 * hf + 8) * 64, h, lb);
+        transpose_half(g + kQ6KQhOff + 8 * hf * 64, h, qh);
+        for (int r = 0; r < 8; ++r) {
+          __m256i v[4];
+          q6_k_quarters(la[r], lb[r], qh[r], v);
+          uint8_t* out = q + (8 * h + r) * k + b * kQK_K + 128 * hf;
+          for (int j = 0; j < 4; ++j)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * j), _mm256_sub_epi8(v[j], bias));
+        }
+      }
+    alignas(32) float ds[16][16];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ6KDOff + 16 * h)));
+      for (int s = 0; s < 16; ++s) {
+        const __m256i s32 =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 16 * s + 8 * h)));
+        _mm256_store_ps(ds[s] + 8 * h, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(s32)));
+      }
+    }
+    for (int r = 0; r < kRepackRows; ++r)
+      for (int s = 0; s < 16; ++s) d16[r * n16 + 16 * b + s] = ds[s][r];
+  }
+}
+
 }  // namespace
 
-Gemm16Fn quant_gemm16_avx2(DType type) { return type == DType::Q4_K ? gemm16_q4_k : nullptr; }
+Gemm16Fn quant_gemm16_avx2(DType type) {
+  return type == DType::Q4_K ? gemm16_q4_k : type == DType::Q6_K ? gemm16_q6_k : nullptr;
+}
 
 ExpandU4x16Fn interleaved_expand_u4_avx2(DType type) { return type == DType::Q4_K ? expand_u4_q4_k_x16 : nullptr; }
+
+ExpandS6x16Fn interleaved_expand_s6_avx2(DType type) { return type == DType::Q6_K ? expand_s6_q6_k_x16 : nullptr; }
 
 }  // namespace loom::cpu

@@ -104,6 +104,9 @@ using GemmS6Fn = void (*)(int mr, const uint8_t* aq, const float* ad16, int64_t 
                           float* c);
 // A Q6_K row -> int8 q - 32 and the scale of each 16 elements, for gemm_s6.
 using ExpandS6Fn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d16);
+// The same for the 16 rows of an interleaved group, as ExpandU4x16Fn: row
+// r's bytes at q + r * k, its scales at d16 + r * (k / 16).
+using ExpandS6x16Fn = void (*)(const uint8_t* group, int64_t k, uint8_t* q, float* d16);
 
 // out[k][l] = col0[l * col_stride + k] for l < ncols (<= P), 0 for ncols <= l < P:
 // one f32 gemm panel from b columns with contiguous elements.
