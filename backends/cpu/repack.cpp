@@ -76,8 +76,8 @@ void unpack_group(const Tensor& t, const uint8_t* group, uint8_t* rows) {
 }  // namespace
 
 bool repackable(const Tensor& t) {
-  return (t.type == DType::Q4_0 || t.type == DType::Q8_0 || t.type == DType::Q4_K || t.type == DType::Q6_K) && !t.view_src && t.ne[1] % kRepackRows == 0 &&
-         t.ne[2] == 1 && t.ne[3] == 1 && t.is_contiguous();
+  const bool layout = t.type == DType::Q4_0 || t.type == DType::Q8_0 || t.type == DType::Q4_K || t.type == DType::Q6_K;
+  return layout && !t.view_src && t.ne[1] % kRepackRows == 0 && t.ne[2] == 1 && t.ne[3] == 1 && t.is_contiguous();
 }
 
 bool is_repacked(const Tensor& t) {

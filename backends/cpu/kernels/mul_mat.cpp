@@ -220,7 +220,7 @@ struct Plan {
   size_t private_off = 0;
   bool repacked = false;  // a is interleaved (CPU_Repack): rows come from unpack_row, expand_*_x16 or gemm16
   // Interleaved a's kernel for 16 rows (Q8_0 / Q4_0: b in q8 row format;
-  // Q4_K: b in its activation format, N below 16, see quant_gemm16).
+  // Q4_K / Q6_K: b in their activation format, for the N quant_gemm16 takes).
   Gemm16Fn gemm16 = nullptr;
   // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
   // dot path with b in their activation format (quant_dot.h).

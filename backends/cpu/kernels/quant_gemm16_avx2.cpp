@@ -3,9 +3,10 @@
 // expansion 16 rows at a time for the integer gemm. Q4_K: as
 // quant_gemm16_avx512.cpp, in two halves of 8 rows (a 32-byte half of each
 // 64-byte row vector), 4, 2 or 1 columns per pass over the weights (4 made 8
-// columns 1.2x faster than 2). Without vpdpbusd, maddubs makes int16 pair sums (at most 2 * 15 * 127); the 8 of one sub-block add up
-// in int16 (at most 8 * 3840 < 2^15), and one madd with the rows' scale in
-// both halves of each lane gives scale * (sum over the sub-block) in int32.
+// columns 1.2x faster than 2). Without vpdpbusd, maddubs makes int16 pair
+// sums (at most 2 * 15 * 127); the 8 of one sub-block add up in int16 (at
+// most 8 * 3840 < 2^15), and one madd with the rows' scale in both halves of
+// each lane gives scale * (sum over the sub-block) in int32.
 // The mins' term is a madd of the rows' min pairs with the column's paired
 // bsums. The integers are those of the scalar dot.
 #include <immintrin.h>
