@@ -151,8 +151,11 @@ void expand_u4_q4_k_x16(const uint8_t* group, int64_t k, uint8_t* q, float* d, f
       const __m256 dd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDOff + 16 * h)));
       const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDminOff + 16 * h)));
       for (int sb = 0; sb < 8; ++sb) {
-        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sc8[sb], 8 * h)));
-        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(m8[sb], 8 * h)));
+        // Rows 8h..8h+7's bytes (h is not a constant here, as _mm_srli_si128 needs).
+        const __m128i sc_h = h ? _mm_unpackhi_epi64(sc8[sb], sc8[sb]) : sc8[sb];
+        const __m128i m_h = h ? _mm_unpackhi_epi64(m8[sb], m8[sb]) : m8[sb];
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc_h));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m_h));
         _mm256_store_ps(ds[sb] + 8 * h, _mm256_mul_ps(dd, sc));
         _mm256_store_ps(ms[sb] + 8 * h, _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, mn)));
       }
