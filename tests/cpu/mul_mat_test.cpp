@@ -18,7 +18,10 @@
 // reference that path's choice (cpu::mul_mat_dequantizes) calls for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <random>
 
 #include "cpu/kernels/quant_dot.h"
@@ -39,7 +42,35 @@ struct Case {
   int64_t K, M, N;
   int64_t a2 = 1, a3 = 1, b2 = 1, b3 = 1;
   BLayout layout = BLayout::Contiguous;
+  // a's quantized values all at their top code and b all 1: the sums the
+  // integer kernels keep in 16 bits at their largest (see extreme_weights).
+  bool extreme = false;
 };
+
+// Every byte of a's blocks 0xff (every quantized value at its top code, every
+// 6-bit scale 63), with the f16 scales and mins set to 1 so that the values
+// stay finite.
+void extreme_weights(Tensor& a) {
+  auto* data = static_cast<uint8_t*>(a.data);
+  std::memset(data, 0xff, a.nbytes());
+  const size_t block = traits(a.type).type_size;
+  std::vector<size_t> f16_fields;
+  switch (a.type) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: f16_fields = {0}; break;
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: f16_fields = {0, 2}; break;
+    case DType::Q3_K: f16_fields = {offsetof(BlockQ3_K, d)}; break;
+    case DType::Q6_K: f16_fields = {offsetof(BlockQ6_K, d)}; break;
+    default: FAIL() << "no extreme weights for " << type_name(a.type);
+  }
+  const uint16_t one = 0x3c00;
+  for (size_t off = 0; off < a.nbytes(); off += block)
+    for (size_t f : f16_fields) std::memcpy(data + off + f, &one, sizeof one);
+}
 
 std::string describe(const Case& c, DType type, Isa isa, cpu::QuantPath path, int threads) {
   static const char* kLayouts[] = {"contiguous", "transposed", "permuted"};
@@ -108,8 +139,10 @@ void check(const Case& c, DType type, Isa isa, cpu::QuantPath path, int threads,
   std::vector<float> av(a->nelements()), sv(storage->nelements());
   for (float& v : av) v = dist(rng);
   for (float& v : sv) v = dist(rng);
+  if (c.extreme) std::fill(sv.begin(), sv.end(), 1.0f);
   tensor_from_floats(*a, av);
   tensor_from_floats(*storage, sv);
+  if (c.extreme) extreme_weights(*a);
   const std::vector<float> a_deq = tensor_to_floats(*a);
 
   auto backend = Registry::get().cpu().create_backend({.n_threads = threads});
@@ -199,6 +232,20 @@ INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
                                            DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
                                            DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(type_name(info.param)); });
+
+// The integer kernels add maddubs pair sums in 16 bits before widening: with
+// every weight at its top code and b at +127 they must still not overflow.
+TEST(MulMatExtreme, TopCodesDoNotOverflow) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q3_K, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K}) {
+    const int64_t K = traits(type).block_size == kQK_K ? 2 * kQK_K : 8 * cpu::kQBlock;
+    uint32_t seed = 1;
+    for (Isa isa : levels())
+      for (int64_t N : {1, 4, 40}) check({.K = K, .M = 19, .N = N, .extreme = true}, type, isa, cpu::QuantPath::IntDot, 1, seed++);
+  }
+  cpu::set_mul_mat_isa(std::nullopt);
+  cpu::set_mul_mat_quant_path(cpu::QuantPath::Auto);
+}
 
 TEST(MulMatDispatch, NeverAboveTheCpu) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

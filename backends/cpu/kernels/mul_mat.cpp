@@ -130,47 +130,58 @@ WKind kind_of(DType type) {
 bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
 
 // Fewest b columns for which the f32 gemm on dequantized rows beats the
-// integer dots (which load each weight block once per column, or once per 4
-// columns for Q5_K), measured with bench/mul_mat_bench on AVX2 (Zen 3,
-// 2048 x 2048 weights): from 16 columns for the 32-element types and IQ4_XS,
-// whose to_float is cheap (the dots were 2-4x slower at 512 columns); from
-// 32 for Q2_K / Q3_K, whose to_float costs more per row; from 64 for Q4_K
-// where the level has no gemm_u4 (dequant_row_fn; 10-25% faster at 64-512
-// columns, in noisy measurements). Q5_K measured even at 64-512 columns
-// (4-column dots). Q8_0 / Q4_0 have an integer gemm, 1.2x faster than
-// dequantizing, and so do Q4_K (gemm_u4) and Q6_K (gemm_s6) where the level
-// has them (AVX2: 1.3-1.5x the f32 gemm on dequantized rows at 64-512
-// columns, 1.9-2.9x at 16): they stay integer (mul_mat_dequantizes).
+// integer dots, for the types with no integer gemm (which load each weight
+// block once per column), measured with bench/mul_mat_bench on AVX2 (Zen 3,
+// 2048 x 2048 weights): from 16 columns for IQ4_NL, IQ4_XS and MXFP4, whose
+// to_float is cheap (the dots were 2-4x slower at 512 columns); from 32 for
+// Q2_K, whose to_float costs more per row. The types with an integer gemm
+// at the level (expand_u4 / expand_s6: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K,
+// Q4_K, Q5_K, Q6_K) stay integer (mul_mat_dequantizes): 1.2x the f32 gemm
+// on dequantized rows for Q8_0 / Q4_0, 1.3-1.5x at 64-512 columns and
+// 1.9-2.9x at 16 for Q4_K / Q6_K, and on AVX2 (Zen 2/3 EPYC, 2 threads)
+// 1.4-5.8x the path each of the others had before (dequantized rows from 16
+// or 32 columns, the dots below that and for Q5_K).
 int64_t dequant_min_columns(DType type) {
   constexpr int64_t kNever = INT64_MAX;
   switch (type) {
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4: return 16;
-    case DType::Q2_K:
-    case DType::Q3_K: return 32;
-    case DType::Q4_K: return 64;
+    case DType::Q2_K: return 32;
     default: return kNever;
   }
 }
 
-// The expansion of 4-bit weights of `type` for the level's gemm_u4, or null.
+bool is_five_bit(DType type) { return type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K; }
+
+// The level's gemm for the unsigned expansion of `type` (gemm_u4, or gemm_u5
+// for 5-bit values), or null.
+GemmU4Fn gemm_unsigned(const MulMatKernels& kern, DType type) {
+  return is_five_bit(type) ? kern.gemm_u5 : kern.gemm_u4;
+}
+
+// The expansion of 4- or 5-bit weights of `type` for gemm_unsigned, or null.
 ExpandU4Fn expand_u4(const MulMatKernels& kern, DType type) {
-  if (!kern.gemm_u4) return nullptr;
+  if (!gemm_unsigned(kern, type)) return nullptr;
   switch (type) {
     case DType::Q4_0: return kern.expand_u4_q4_0;
+    case DType::Q4_1: return kern.expand_u4_q4_1;
     case DType::Q4_K: return kern.expand_u4_q4_k;
+    case DType::Q5_0: return kern.expand_u5_q5_0;
+    case DType::Q5_1: return kern.expand_u5_q5_1;
+    case DType::Q5_K: return kern.expand_u5_q5_k;
     default: return nullptr;
   }
 }
 
-// The expansion of Q6_K weights for the level's gemm_s6, or null.
+// The expansion of Q6_K / Q3_K weights for the level's gemm_s6, or null.
 ExpandS6Fn expand_s6(const MulMatKernels& kern, DType type) {
   if (!kern.gemm_s6) return nullptr;
-  return type == DType::Q6_K ? kern.expand_s6_q6_k : nullptr;
+  switch (type) {
+    case DType::Q3_K: return kern.expand_s6_q3_k;
+    case DType::Q6_K: return kern.expand_s6_q6_k;
+    default: return nullptr;
+  }
 }
 
 }  // namespace
@@ -230,7 +241,8 @@ struct Plan {
   // converted with the type's to_float (per chunk on the gemm path, per row
   // on the dot path), b is packed as for F32.
   ToFloatFn dequant = nullptr;
-  ExpandU4Fn expand_u4 = nullptr;  // 4-bit weights on gemm_u4 (C = -1)
+  ExpandU4Fn expand_u4 = nullptr;  // 4- / 5-bit weights on gemm_u (C = -1)
+  GemmU4Fn gemm_u = nullptr;       // gemm_u4 or gemm_u5
   ExpandU4x16Fn expand_u4_x16 = nullptr;  // the same 16 interleaved rows at a time
   ExpandS6Fn expand_s6 = nullptr;  // Q6_K on gemm_s6 (C = 0)
   ExpandS6x16Fn expand_s6_x16 = nullptr;  // the same 16 interleaved rows at a time
@@ -269,6 +281,7 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   const bool gemm16 = p.repacked && (kern.gemm16[static_cast<int>(p.kind)] || quant_gemm16(kern.isa, a.type, p.N));
   if (!gemm16 && mul_mat_int_gemm(kern.isa, a.type, p.N)) {
     p.expand_u4 = expand_u4(kern, a.type);
+    p.gemm_u = gemm_unsigned(kern, a.type);
     if (p.repacked && p.expand_u4) p.expand_u4_x16 = interleaved_expand_u4(kern.isa, a.type);
     p.expand_s6 = expand_s6(kern, a.type);
     if (p.repacked && p.expand_s6) p.expand_s6_x16 = interleaved_expand_s6(kern.isa, a.type);
@@ -609,7 +622,7 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
           kern.gemm_q8(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, K, panels, nv, c);
           break;
         case AMode::QuantU4:
-          kern.gemm_u4(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, am + (rt - r0) * nb, K, panels, nv, c);
+          p.gemm_u(mr, aq + (rt - r0) * K, ad + (rt - r0) * nb, am + (rt - r0) * nb, K, panels, nv, c);
           break;
         case AMode::QuantS6:
           kern.gemm_s6(mr, aq + (rt - r0) * K, ad + (rt - r0) * 2 * nb, K, panels, nv, c);

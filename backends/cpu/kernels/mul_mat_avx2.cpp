@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "loom/types.h"
+#include "expand_rows_avx2.h"
 #include "gemm_rows.h"
 #include "quant_dot.h"
 #include "vec.h"
@@ -18,8 +19,6 @@ namespace loom::cpu {
 namespace {
 
 constexpr int kP = 8;
-
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -320,63 +319,6 @@ void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
   }
 }
 
-// 4-bit weights for gemm_u4: Q4_0 as d * q - 8 * d.
-void expand_u4_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d, float* m) {
-  const auto* x = static_cast<const BlockQ4_0*>(a_row);
-  for (int64_t b = 0; b < k / kQBlock; ++b) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQBlock), q4_block(x[b].qs));
-    d[b] = half_to_float(x[b].d);
-    m[b] = -8.0f * d[b];
-  }
-}
-
-// Q4_K: sub-block s (elements 32s..32s+31) is d * sc[s] * q - dmin * min[s];
-// its nibbles are the low (s even) or high (s odd) halves of qs[32 * (s / 2)..].
-void expand_u4_q4_k(const void* a_row, int64_t k, uint8_t* q, float* d, float* m) {
-  const auto* x = static_cast<const BlockQ4_K*>(a_row);
-  const __m256i low = _mm256_set1_epi8(0x0f);
-  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d += 8, m += 8) {
-    uint8_t sc[8];
-    uint64_t m8;
-    k4_scales_mins(x[b].scales, sc, m8);
-    const float dd = half_to_float(x[b].d), dmin = half_to_float(x[b].dmin);
-    for (int r = 0; r < 4; ++r) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * r));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * r), _mm256_and_si256(v, low));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * r + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
-    }
-    for (int s = 0; s < 8; ++s) {
-      d[s] = dd * sc[s];
-      m[s] = -dmin * static_cast<float>((m8 >> (8 * s)) & 0xff);
-    }
-  }
-}
-
-// Q6_K: element r of quarter j (0..3) of half h has its low 4 bits in
-// ql[64h + 32(j % 2) + r] (high nibble for j >= 2) and its top 2 bits at 2j
-// in qh[32h + r]; each 16 elements have a scale.
-void expand_s6_q6_k(const void* a_row, int64_t k, uint8_t* q, float* d16) {
-  const auto* x = static_cast<const BlockQ6_K*>(a_row);
-  const __m256i low = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
-  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d16 += 16) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * h + 32));
-      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * h));
-      const __m256i lows[4] = {_mm256_and_si256(l0, low), _mm256_and_si256(l1, low),
-                               _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-                               _mm256_and_si256(_mm256_srli_epi16(l1, 4), low)};
-      for (int j = 0; j < 4; ++j) {
-        const __m256i v = _mm256_or_si256(lows[j], _mm256_slli_epi16(_mm256_and_si256(qh, three), 4));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * j), _mm256_sub_epi8(v, bias));
-        qh = _mm256_srli_epi16(qh, 2);
-      }
-    }
-    const float d = half_to_float(x[b].d);
-    for (int g = 0; g < 16; ++g) d16[g] = d * x[b].scales[g];
-  }
-}
-
 // ---- micro-kernels ----------------------------------------------------------------
 
 template <int MR, int NV>
@@ -455,11 +397,13 @@ void gemm_q8_tile(const uint8_t* aq, const float* ad, int64_t k, const uint8_t* 
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + r * 2 * kP + v * kP, acc[r][v]);
 }
 
-// Unsigned 4-bit a (0..15) goes straight into maddubs, no sign trick; the
-// int16 pair sums of a whole block are added before widening: at most
-// 8 * 2 * 15 * 127 = 30480, no overflow.
-template <int MR, int NV>
+// Unsigned a goes straight into maddubs, no sign trick; the int16 pair sums
+// of Quads groups of 4 elements are added before widening: for 4-bit a, a
+// whole block (8 * 2 * 15 * 127 = 30480), for 5-bit a, half a block
+// (4 * 2 * 31 * 127 = 31496), no overflow.
+template <int MR, int NV, int Quads>
 void gemm_u4_tile(const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels, float* c) {
+  static_assert(kQBlock / 4 % Quads == 0);
   const int64_t nb = k / kQBlock;
   const size_t stride = q8_panel_bytes(k, kP);
   const uint8_t* bq[2] = {panels, panels + stride};
@@ -472,25 +416,38 @@ void gemm_u4_tile(const uint8_t* aq, const float* ad, const float* am, int64_t k
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
   for (int64_t blk = 0; blk < nb; ++blk) {
-    __m256i s16[MR][NV];
+    __m256i s32[MR][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) s16[r][v] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int qd = 0; qd < kQBlock / 4; ++qd) {
-      const int64_t kq = blk * (kQBlock / 4) + qd;
-      __m256i bv[NV];
+      for (int v = 0; v < NV; ++v) s32[r][v] = _mm256_setzero_si256();
 #pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq[v] + kq * 4 * kP));
+    for (int part = 0; part < kQBlock / 4 / Quads; ++part) {
+      __m256i s16[MR][NV];
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        int32_t w;
-        std::memcpy(&w, aq + r * k + kq * 4, sizeof w);
-        const __m256i av = _mm256_set1_epi32(w);
+      for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; ++v) s16[r][v] = _mm256_add_epi16(s16[r][v], _mm256_maddubs_epi16(av, bv[v]));
+        for (int v = 0; v < NV; ++v) s16[r][v] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int qd = 0; qd < Quads; ++qd) {
+        const int64_t kq = blk * (kQBlock / 4) + part * Quads + qd;
+        __m256i bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+          bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq[v] + kq * 4 * kP));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          int32_t w;
+          std::memcpy(&w, aq + r * k + kq * 4, sizeof w);
+          const __m256i av = _mm256_set1_epi32(w);
+#pragma GCC unroll 2
+          for (int v = 0; v < NV; ++v) s16[r][v] = _mm256_add_epi16(s16[r][v], _mm256_maddubs_epi16(av, bv[v]));
+        }
       }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) s32[r][v] = _mm256_add_epi32(s32[r][v], _mm256_madd_epi16(s16[r][v], ones));
     }
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
@@ -498,7 +455,7 @@ void gemm_u4_tile(const uint8_t* aq, const float* ad, const float* am, int64_t k
       const __m256 mv = _mm256_loadu_ps(bd[v] + (nb + blk) * kP);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
-        const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16[r][v], ones)), dv);
+        const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(s32[r][v]), dv);
         acc[r][v] = _mm256_fmadd_ps(dot, _mm256_set1_ps(ad[r * nb + blk]), acc[r][v]);
         acc[r][v] = _mm256_fmadd_ps(mv, _mm256_set1_ps(am[r * nb + blk]), acc[r][v]);
       }
@@ -584,7 +541,14 @@ void gemm_q8(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_
 void gemm_u4(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels, int nv,
              float* c) {
   gemm_rows<kRowsU4>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
-    gemm_u4_tile<MR, NV>(aq, ad, am, k, panels, c);
+    gemm_u4_tile<MR, NV, kQBlock / 4>(aq, ad, am, k, panels, c);
+  });
+}
+
+void gemm_u5(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels, int nv,
+             float* c) {
+  gemm_rows<kRowsU4>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_u4_tile<MR, NV, kQBlock / 8>(aq, ad, am, k, panels, c);
   });
 }
 
@@ -613,11 +577,11 @@ MulMatKernels make_table() {
   t.expand_q4_0 = expand_q4_0;
   t.rows_u4 = kRowsU4;
   t.gemm_u4 = gemm_u4;
+  t.gemm_u5 = gemm_u5;
   t.expand_u4_q4_0 = expand_u4_q4_0;
-  t.expand_u4_q4_k = expand_u4_q4_k;
   t.rows_s6 = kRowsS6;
   t.gemm_s6 = gemm_s6;
-  t.expand_s6_q6_k = expand_s6_q6_k;
+  set_int_gemm_expanders(t);
   return t;
 }
 

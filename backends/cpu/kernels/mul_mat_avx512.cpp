@@ -1,9 +1,9 @@
 // AVX-512 (F/BW/VL/DQ + VNNI + F16C) mul_mat kernels. Panels are 16 columns
 // wide (one zmm). Quantized weights use vpdpbusd with the weights as the
 // unsigned operand: Q4_0 nibbles as they are (C = 8), Q8_0 biased by +128
-// (C = 128); the per-block m term of the packed b corrects both. Q4_K
-// (gemm_u4) adds its per-block offsets to the same loop; Q6_K (gemm_s6) is
-// signed, with the sign moved onto b.
+// (C = 128); the per-block m term of the packed b corrects both. Q4_1,
+// Q4_K and the 5-bit types (gemm_u4) add their per-block offsets to the same
+// loop; Q3_K and Q6_K (gemm_s6) are signed, with the sign moved onto b.
 // GCC 12 reports the deliberately undefined lanes inside its own AVX-512
 // intrinsics as uninitialized (GCC bug 105593); that says nothing about this file.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "loom/types.h"
+#include "expand_rows_avx2.h"
 #include "gemm_rows.h"
 #include "quant_dot.h"
 #include "vec.h"
@@ -22,8 +23,6 @@ namespace loom::cpu {
 namespace {
 
 constexpr int kP = 16;
-
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 inline uint32_t load_u32(const void* p) {
   uint32_t v;
@@ -354,54 +353,6 @@ void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
   }
 }
 
-// Q4_K for gemm_u4: sub-block s (elements 32s..32s+31) is d * sc[s] * q -
-// dmin * min[s], its nibbles the low (s even) or high (s odd) halves of
-// qs[32 * (s / 2)..].
-void expand_u4_q4_k(const void* a_row, int64_t k, uint8_t* q, float* d, float* m) {
-  const auto* x = static_cast<const BlockQ4_K*>(a_row);
-  const __m256i low = _mm256_set1_epi8(0x0f);
-  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d += 8, m += 8) {
-    uint8_t sc[8];
-    uint64_t m8;
-    k4_scales_mins(x[b].scales, sc, m8);
-    const float dd = half_to_float(x[b].d), dmin = half_to_float(x[b].dmin);
-    for (int r = 0; r < 4; ++r) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * r));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * r), _mm256_and_si256(v, low));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * r + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
-    }
-    for (int s = 0; s < 8; ++s) {
-      d[s] = dd * sc[s];
-      m[s] = -dmin * static_cast<float>((m8 >> (8 * s)) & 0xff);
-    }
-  }
-}
-
-// Q6_K for gemm_s6: element r of quarter j (0..3) of half h has its low 4
-// bits in ql[64h + 32(j % 2) + r] (high nibble for j >= 2) and its top 2 bits
-// at 2j in qh[32h + r]; each 16 elements have a scale.
-void expand_s6_q6_k(const void* a_row, int64_t k, uint8_t* q, float* d16) {
-  const auto* x = static_cast<const BlockQ6_K*>(a_row);
-  const __m256i low = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
-  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d16 += 16) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * h + 32));
-      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * h));
-      const __m256i lows[4] = {_mm256_and_si256(l0, low), _mm256_and_si256(l1, low),
-                               _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-                               _mm256_and_si256(_mm256_srli_epi16(l1, 4), low)};
-      for (int j = 0; j < 4; ++j) {
-        const __m256i v = _mm256_or_si256(lows[j], _mm256_slli_epi16(_mm256_and_si256(qh, three), 4));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * j), _mm256_sub_epi8(v, bias));
-        qh = _mm256_srli_epi16(qh, 2);
-      }
-    }
-    const float d = half_to_float(x[b].d);
-    for (int g = 0; g < 16; ++g) d16[g] = d * x[b].scales[g];
-  }
-}
-
 // ---- panel packing ----------------------------------------------------------------
 
 // r[0..15] (16 values of 16 columns) -> r[k] = element k of every column.
@@ -693,10 +644,10 @@ MulMatKernels make_table() {
   // Q4_0 keeps gemm_q8 (vpdpbusd takes its nibbles as they are).
   t.rows_u4 = kRowsU4;
   t.gemm_u4 = gemm_u4;
-  t.expand_u4_q4_k = expand_u4_q4_k;
+  t.gemm_u5 = gemm_u4;  // vpdpbusd sums in 32 bits: 5-bit a cannot overflow
   t.rows_s6 = kRowsS6;
   t.gemm_s6 = gemm_s6;
-  t.expand_s6_q6_k = expand_s6_q6_k;
+  set_int_gemm_expanders(t);
   return t;
 }
 

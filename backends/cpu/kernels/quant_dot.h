@@ -80,9 +80,9 @@ ExpandS6x16Fn interleaved_expand_s6_avx2(DType type);  // call only if best_isa(
 // in vec.h; Auto picks what measures faster, see mul_mat.cpp).
 bool mul_mat_dequantizes(Isa isa, DType type, int64_t n);
 // Whether mul_mat at `isa` runs weights of `type` on one of the level's
-// integer gemms for K-quants and 4-bit types (gemm_u4: Q4_0, Q4_K; gemm_s6:
-// Q6_K) for b of n columns, with b quantized in 32-element q8 blocks as for
-// Q4_0 (vec.h).
+// integer gemms for K-quants and 4- / 5-bit types (gemm_u4: Q4_0, Q4_1,
+// Q4_K; gemm_u5: Q5_0, Q5_1, Q5_K; gemm_s6: Q3_K, Q6_K) for b of n columns,
+// with b quantized in 32-element q8 blocks as for Q4_0 (vec.h).
 bool mul_mat_int_gemm(Isa isa, DType type, int64_t n);
 // A row of `type` to f32 for those paths: the reference to_float's values,
 // faster for Q4_K, Q5_K, Q6_K (dequant_rows.cpp).

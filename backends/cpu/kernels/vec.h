@@ -85,24 +85,27 @@ using GemmBf16Fn = void (*)(int mr, const uint16_t* a, int64_t lda, const uint16
                             float* c);
 using GemmQ8Fn = void (*)(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv,
                           float* c);
-// u4:   4-bit weights (Q4_0, Q4_K) as a row of bytes 0..15 with a scale ad
+// u4:   4-bit weights (Q4_0, Q4_1, Q4_K) as a row of bytes 0..15 (u5: 5-bit
+//       weights, Q5_0, Q5_1, Q5_K, as bytes 0..31) with a scale ad
 //       and an offset am per 32 elements (weight = ad * q + am), in a
 //       q8 panel packed with C = -1, so that its m is the column block's
 //       d * sum(q): a block adds ad * d * dot(q_a, q_b) + am * m.
 using GemmU4Fn = void (*)(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k,
                           const uint8_t* panels, int nv, float* c);
-// A row of 4-bit weights (its type's blocks) -> bytes 0..15, scales d and
-// offsets m per 32 elements, for gemm_u4.
+// A row of 4- or 5-bit weights (its type's blocks) -> bytes 0..15 / 0..31,
+// scales d and offsets m per 32 elements, for gemm_u4 / gemm_u5.
 using ExpandU4Fn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d, float* m);
 // The same for the 16 rows of an interleaved group (CPU_Repack, repack.h),
 // read where they lie: row r's bytes at q + r * k, its scales and offsets
 // at d + r * (k / 32) and m + r * (k / 32).
 using ExpandU4x16Fn = void (*)(const uint8_t* group, int64_t k, uint8_t* q, float* d, float* m);
-// s6:   Q6_K weights as a row of int8 q - 32 (-32..31) with a scale per
-//       16 elements (ad16, k/16 floats), in a q8 panel packed with C = 0.
+// s6:   Q6_K weights as a row of int8 q - 32 (-32..31), Q3_K as q - 4
+//       (-4..3), with a scale per 16 elements (ad16, k/16 floats), in a q8
+//       panel packed with C = 0.
 using GemmS6Fn = void (*)(int mr, const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, int nv,
                           float* c);
-// A Q6_K row -> int8 q - 32 and the scale of each 16 elements, for gemm_s6.
+// A Q6_K / Q3_K row -> its int8 values and the scale of each 16 elements,
+// for gemm_s6.
 using ExpandS6Fn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d16);
 // The same for the 16 rows of an interleaved group, as ExpandU4x16Fn: row
 // r's bytes at q + r * k, its scales at d16 + r * (k / 16).
@@ -132,15 +135,23 @@ struct MulMatKernels {
   PackF32PanelFn pack_f32_panel = nullptr;  // null: packed element by element
   ExpandFn expand_q8_0 = nullptr;
   ExpandFn expand_q4_0 = nullptr;
-  // 4-bit weights on the integer gemm (null: Q4_0 takes gemm_q8, Q4_K the
-  // dots or the f32 gemm).
+  // 4-bit weights on the integer gemm (null: Q4_0 takes gemm_q8, the others
+  // the dots or the f32 gemm on dequantized rows).
   int rows_u4 = 0;
   GemmU4Fn gemm_u4 = nullptr;
   ExpandU4Fn expand_u4_q4_0 = nullptr;
+  ExpandU4Fn expand_u4_q4_1 = nullptr;
   ExpandU4Fn expand_u4_q4_k = nullptr;
-  // Q6_K on the integer gemm (null: the dots).
+  // 5-bit weights (0..31) the same way: gemm_u5 is gemm_u4 where its sums
+  // cannot overflow with 5-bit values (rows_u4 rows per call).
+  GemmU4Fn gemm_u5 = nullptr;
+  ExpandU4Fn expand_u5_q5_0 = nullptr;
+  ExpandU4Fn expand_u5_q5_1 = nullptr;
+  ExpandU4Fn expand_u5_q5_k = nullptr;
+  // Q6_K and Q3_K on the integer gemm (null: the dots).
   int rows_s6 = 0;
   GemmS6Fn gemm_s6 = nullptr;
+  ExpandS6Fn expand_s6_q3_k = nullptr;
   ExpandS6Fn expand_s6_q6_k = nullptr;
 };
 
