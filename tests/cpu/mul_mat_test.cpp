@@ -58,7 +58,9 @@ void extreme_weights(Tensor& a) {
   switch (a.type) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: f16_fields = {0}; break;
+    case DType::Q8_0:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: f16_fields = {0}; break;
     case DType::Q4_1:
     case DType::Q5_1:
     case DType::Q4_K:
@@ -237,11 +239,12 @@ INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
 // every weight at its top code and b at +127 they must still not overflow.
 TEST(MulMatExtreme, TopCodesDoNotOverflow) {
   for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q3_K, DType::Q4_K,
-                     DType::Q5_K, DType::Q6_K}) {
+                     DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
     const int64_t K = traits(type).block_size == kQK_K ? 2 * kQK_K : 8 * cpu::kQBlock;
     uint32_t seed = 1;
     for (Isa isa : levels())
-      for (int64_t N : {1, 4, 40}) check({.K = K, .M = 19, .N = N, .extreme = true}, type, isa, cpu::QuantPath::IntDot, 1, seed++);
+      for (int64_t N : {1, 4, 40})
+        check({.K = K, .M = 19, .N = N, .extreme = true}, type, isa, cpu::QuantPath::IntDot, 1, seed++);
   }
   cpu::set_mul_mat_isa(std::nullopt);
   cpu::set_mul_mat_quant_path(cpu::QuantPath::Auto);

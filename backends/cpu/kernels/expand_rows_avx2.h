@@ -1,7 +1,8 @@
 // Quantized rows expanded to one byte per element for the integer gemms
 // (vec.h): 4- and 5-bit unsigned values with a scale and an offset per 32
-// elements for gemm_u4 / gemm_u5 (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K), and
-// signed values with a scale per 16 for gemm_s6 (Q3_K, Q6_K). AVX2 code,
+// elements for gemm_u4 / gemm_u5 (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K),
+// signed values with a scale per 16 for gemm_s6 (Q3_K, Q6_K), and table
+// values as Q8_0 bytes for gemm_q8 (IQ4_NL, IQ4_XS, MXFP4). AVX2 code,
 // shared by the AVX2 and AVX-512 levels. Internal linkage on purpose: each
 // ISA's file compiles its own copy with its own flags, so no copy built for
 // a higher level can stand in for another's.
@@ -183,9 +184,56 @@ void expand_s6_q6_k(const void* a_row, int64_t k, uint8_t* q, float* d16) {
   }
 }
 
-// The table entries of a level with gemm_u4 / gemm_u5 / gemm_s6 (Q4_0 is
-// the level's choice: gemm_u4 or gemm_q8).
+// IQ4_NL, IQ4_XS and MXFP4 for gemm_q8: their nibbles index a table of
+// int8 values, written as the level's gemm_q8 takes Q8_0 bytes (C: its
+// q8_0_offset, 0 for signed bytes, 128 for bytes biased by +128).
+template <const int8_t* kTable, int C>
+inline __m256i table_bytes32(const uint8_t* qs) {
+  static_assert(C == 0 || C == 128);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
+  const __m256i v = _mm256_shuffle_epi8(table, expand_nibbles32(qs));
+  return C == 0 ? v : _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+
+template <int C>
+void expand_q8_iq4_nl(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockIQ4_NL*>(a_row);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    store32(q + b * kQBlock, table_bytes32<kIq4nlValues, C>(x[b].qs));
+    d[b] = half_to_float(x[b].d);
+  }
+}
+
+template <int C>
+void expand_q8_iq4_xs(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockIQ4_XS*>(a_row);
+  for (int64_t b = 0; b < k / kQK_K; ++b, q += kQK_K, d += 8) {
+    const float dd = half_to_float(x[b].d);
+    for (int s = 0; s < 8; ++s) {
+      store32(q + 32 * s, table_bytes32<kIq4nlValues, C>(x[b].qs + 16 * s));
+      d[s] = dd * static_cast<float>(iq4_xs_scale(x[b], s));
+    }
+  }
+}
+
+// MXFP4's table holds the e2m1 values doubled, so the scale is 2^(e - 128).
+template <int C>
+void expand_q8_mxfp4(const void* a_row, int64_t k, uint8_t* q, float* d) {
+  const auto* x = static_cast<const BlockMXFP4*>(a_row);
+  for (int64_t b = 0; b < k / kQBlock; ++b) {
+    store32(q + b * kQBlock, table_bytes32<kMxfp4Values, C>(x[b].qs));
+    d[b] = mxfp4_half_scale(x[b].e);
+  }
+}
+
+// The table entries of a level with gemm_u4 / gemm_u5 / gemm_s6 and a
+// gemm_q8 that takes Q8_0 bytes with offset C (Q4_0 is the level's choice:
+// gemm_u4 or gemm_q8).
+template <int C>
 inline void set_int_gemm_expanders(MulMatKernels& t) {
+  t.expand_q8_iq4_nl = expand_q8_iq4_nl<C>;
+  t.expand_q8_iq4_xs = expand_q8_iq4_xs<C>;
+  t.expand_q8_mxfp4 = expand_q8_mxfp4<C>;
   t.expand_u4_q4_1 = expand_u4_q4_1;
   t.expand_u4_q4_k = expand_u4_q4_k;
   t.expand_u5_q5_0 = expand_u5_q5_0;

@@ -131,25 +131,16 @@ bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
 
 // Fewest b columns for which the f32 gemm on dequantized rows beats the
 // integer dots, for the types with no integer gemm (which load each weight
-// block once per column), measured with bench/mul_mat_bench on AVX2 (Zen 3,
-// 2048 x 2048 weights): from 16 columns for IQ4_NL, IQ4_XS and MXFP4, whose
-// to_float is cheap (the dots were 2-4x slower at 512 columns); from 32 for
-// Q2_K, whose to_float costs more per row. The types with an integer gemm
-// at the level (expand_u4 / expand_s6: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K,
-// Q4_K, Q5_K, Q6_K) stay integer (mul_mat_dequantizes): 1.2x the f32 gemm
-// on dequantized rows for Q8_0 / Q4_0, 1.3-1.5x at 64-512 columns and
-// 1.9-2.9x at 16 for Q4_K / Q6_K, and on AVX2 (Zen 2/3 EPYC, 2 threads)
-// 1.4-5.8x the path each of the others had before (dequantized rows from 16
-// or 32 columns, the dots below that and for Q5_K).
+// block once per column): from 32 for Q2_K, measured with
+// bench/mul_mat_bench on AVX2 (Zen 3, 2048 x 2048 weights). The types with
+// an integer gemm at the level (has_int_gemm) stay integer
+// (mul_mat_dequantizes): 1.2x the f32 gemm on dequantized rows for Q8_0 /
+// Q4_0, 1.3-1.5x at 64-512 columns and 1.9-2.9x at 16 for Q4_K / Q6_K, and
+// on AVX2 (Zen 2/3 EPYC, 2 threads) 1.4-5.8x the path each of the others
+// had before (dequantized rows from 16 or 32 columns, the dots below that
+// and for Q5_K at every width).
 int64_t dequant_min_columns(DType type) {
-  constexpr int64_t kNever = INT64_MAX;
-  switch (type) {
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-    case DType::MXFP4: return 16;
-    case DType::Q2_K: return 32;
-    default: return kNever;
-  }
+  return type == DType::Q2_K ? 32 : INT64_MAX;
 }
 
 bool is_five_bit(DType type) { return type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K; }
@@ -184,12 +175,27 @@ ExpandS6Fn expand_s6(const MulMatKernels& kern, DType type) {
   }
 }
 
+// The expansion of table-valued weights to Q8_0 bytes for the level's
+// gemm_q8, or null.
+ExpandFn expand_table(const MulMatKernels& kern, DType type) {
+  if (!kern.gemm_q8) return nullptr;
+  switch (type) {
+    case DType::IQ4_NL: return kern.expand_q8_iq4_nl;
+    case DType::IQ4_XS: return kern.expand_q8_iq4_xs;
+    case DType::MXFP4: return kern.expand_q8_mxfp4;
+    default: return nullptr;
+  }
+}
+
+bool has_int_gemm(const MulMatKernels& kern, DType type) {
+  return expand_u4(kern, type) || expand_s6(kern, type) || expand_table(kern, type);
+}
+
 }  // namespace
 
 bool mul_mat_int_gemm(Isa isa, DType type, int64_t n) {
   const MulMatKernels& kern = mul_mat_kernels(isa);
-  return mul_mat_quant_path() != QuantPath::Dequant && (expand_u4(kern, type) || expand_s6(kern, type)) &&
-         n >= kern.panel;
+  return mul_mat_quant_path() != QuantPath::Dequant && has_int_gemm(kern, type) && n >= kern.panel;
 }
 
 bool mul_mat_dequantizes(Isa isa, DType type, int64_t n) {
@@ -201,7 +207,7 @@ bool mul_mat_dequantizes(Isa isa, DType type, int64_t n) {
   }
   const MulMatKernels& kern = mul_mat_kernels(isa);
   if (kern.panel == 0) return false;  // no gemm at this level: the integer dots win
-  if (expand_u4(kern, type) || expand_s6(kern, type)) return false;  // its integer gemm wins
+  if (has_int_gemm(kern, type)) return false;  // its integer gemm wins
   return n >= dequant_min_columns(type);
 }
 
@@ -244,7 +250,8 @@ struct Plan {
   ExpandU4Fn expand_u4 = nullptr;  // 4- / 5-bit weights on gemm_u (C = -1)
   GemmU4Fn gemm_u = nullptr;       // gemm_u4 or gemm_u5
   ExpandU4x16Fn expand_u4_x16 = nullptr;  // the same 16 interleaved rows at a time
-  ExpandS6Fn expand_s6 = nullptr;  // Q6_K on gemm_s6 (C = 0)
+  ExpandS6Fn expand_s6 = nullptr;  // Q6_K / Q3_K on gemm_s6 (C = 0)
+  ExpandFn expand_table = nullptr;  // IQ4_NL / IQ4_XS / MXFP4 as Q8_0 on gemm_q8
   ExpandS6x16Fn expand_s6_x16 = nullptr;  // the same 16 interleaved rows at a time
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
@@ -286,6 +293,12 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
     p.expand_s6 = expand_s6(kern, a.type);
     if (p.repacked && p.expand_s6) p.expand_s6_x16 = interleaved_expand_s6(kern.isa, a.type);
     p.c_offset = p.expand_u4 ? -1 : 0;
+    // Table-valued weights become Q8_0 bytes: from here on they are Q8_0.
+    p.expand_table = expand_table(kern, a.type);
+    if (p.expand_table) {
+      p.kind = WKind::Q8_0;
+      p.c_offset = kern.q8_0_offset;
+    }
   }
   const bool int_gemm = p.expand_u4 || p.expand_s6;
   if (traits(a.type).is_quantized && !is_quant(p.kind) && !p.dequant && !int_gemm) {
@@ -577,7 +590,9 @@ void gemm_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, co
       else kern.bf16_to_f32(ar, out, K);
     }
   } else if (p.amode == AMode::Quant) {
-    const ExpandFn expand = p.kind == WKind::Q8_0 ? kern.expand_q8_0 : kern.expand_q4_0;
+    const ExpandFn expand = p.expand_table          ? p.expand_table
+                            : p.kind == WKind::Q8_0 ? kern.expand_q8_0
+                                                    : kern.expand_q4_0;
     for (int64_t i = r0; i < r1; ++i)
       expand(p.repacked ? unpacked_row(p, a, i, thread) : a_row(a, b, mat, i), K, aq + (i - r0) * K,
              ad + (i - r0) * nb);

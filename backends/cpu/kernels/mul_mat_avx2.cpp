@@ -581,7 +581,7 @@ MulMatKernels make_table() {
   t.expand_u4_q4_0 = expand_u4_q4_0;
   t.rows_s6 = kRowsS6;
   t.gemm_s6 = gemm_s6;
-  set_int_gemm_expanders(t);
+  set_int_gemm_expanders<0>(t);  // q8_0_offset
   return t;
 }
 

@@ -647,7 +647,7 @@ MulMatKernels make_table() {
   t.gemm_u5 = gemm_u4;  // vpdpbusd sums in 32 bits: 5-bit a cannot overflow
   t.rows_s6 = kRowsS6;
   t.gemm_s6 = gemm_s6;
-  set_int_gemm_expanders(t);
+  set_int_gemm_expanders<128>(t);  // q8_0_offset
   return t;
 }
 

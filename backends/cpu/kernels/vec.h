@@ -135,6 +135,11 @@ struct MulMatKernels {
   PackF32PanelFn pack_f32_panel = nullptr;  // null: packed element by element
   ExpandFn expand_q8_0 = nullptr;
   ExpandFn expand_q4_0 = nullptr;
+  // Table-valued types as Q8_0 bytes for gemm_q8 (null: the dots or the f32
+  // gemm on dequantized rows).
+  ExpandFn expand_q8_iq4_nl = nullptr;
+  ExpandFn expand_q8_iq4_xs = nullptr;
+  ExpandFn expand_q8_mxfp4 = nullptr;
   // 4-bit weights on the integer gemm (null: Q4_0 takes gemm_q8, the others
   // the dots or the f32 gemm on dequantized rows).
   int rows_u4 = 0;
