@@ -184,7 +184,7 @@ void CudaBackend::init_device_memory() {
   // cuBLAS gets its workspace now: allocating one inside a CUDA graph capture fails.
   const size_t workspace = device.info().cc >= 90 ? size_t{32} << 20 : size_t{4} << 20;
   if (cudaMalloc(&cublas_workspace_, workspace) == cudaSuccess) {
-    check(cublasSetWorkspace(cublas_.get(), cublas_workspace_, workspace), "setting the cuBLAS workspace");
+    check(cublas().set_workspace(cublas_.get(), cublas_workspace_, workspace), "setting the cuBLAS workspace");
   } else {
     cudaGetLastError();
     cublas_workspace_ = nullptr;

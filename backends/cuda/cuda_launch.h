@@ -58,6 +58,29 @@ bool launch_node(const Tensor& node, const LaunchContext& ctx);
 
 // --- Provided by the host side (cuda_runtime.cpp) ---------------------------
 
+// cuBLAS, opened (dlopen) when the first backend needs it rather than
+// linked: libcublasLt's static initializers cost every process that links
+// it ~0.15 s at start, on machines with a GPU or without one. The members
+// are the library's own functions (cublas_v2.h's names, _v2 where it has one).
+struct CublasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
+  decltype(&cublasSetPointerMode_v2) set_pointer_mode;
+  decltype(&cublasSetMathMode) set_math_mode;
+  // The int-sized overload (C++ also declares one with 64-bit sizes).
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                            const void*, const void*, cudaDataType, int, long long int, const void*,
+                                            cudaDataType, int, long long int, const void*, void*, cudaDataType, int,
+                                            long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
+  decltype(&cublasGetStatusName) get_status_name;
+  decltype(&cublasGetStatusString) get_status_string;
+};
+// The loaded library; throws loom::Error naming the library and the
+// loader's reason when it cannot be opened or lacks a function.
+const CublasApi& cublas();
+
 // Throws loom::Error: "CUDA error <name> (<string>) while <what>".
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* what);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* what);

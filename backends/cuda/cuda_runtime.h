@@ -75,7 +75,7 @@ struct EventTraits {
   static void release(cudaEvent_t e) { cudaEventDestroy(e); }
 };
 struct CublasTraits {
-  static void release(cublasHandle_t h) { cublasDestroy(h); }
+  static void release(cublasHandle_t h) { cublas().destroy(h); }
 };
 struct GraphExecTraits {
   static void release(cudaGraphExec_t g) { cudaGraphExecDestroy(g); }

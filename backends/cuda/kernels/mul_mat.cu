@@ -309,8 +309,8 @@ void launch_mul_mat_gemm(const Tensor& node, const LaunchContext& ctx) {
   const int64_t c2 = d_direct ? static_cast<int64_t>(node.nb[2] / 4) : M * N;
   const int64_t c3 = d_direct ? static_cast<int64_t>(node.nb[3] / 4) : M * N * B2;
 
-  check(cublasSetPointerMode(ctx.cublas, CUBLAS_POINTER_MODE_HOST), "setting cuBLAS pointer mode");
-  check(cublasSetMathMode(ctx.cublas, CUBLAS_DEFAULT_MATH),  // no TF32 for f32; f16/bf16 use tensor cores anyway
+  check(cublas().set_pointer_mode(ctx.cublas, CUBLAS_POINTER_MODE_HOST), "setting cuBLAS pointer mode");
+  check(cublas().set_math_mode(ctx.cublas, CUBLAS_DEFAULT_MATH),  // no TF32 for f32; f16/bf16 use tensor cores anyway
         "setting cuBLAS math mode");
   const float alpha = 1.0f, beta = 0.0f;
   const int64_t r2 = B2 / A2, r3 = B3 / A3;
@@ -319,11 +319,11 @@ void launch_mul_mat_gemm(const Tensor& node, const LaunchContext& ctx) {
   auto gemm = [&](int64_t a_off, int64_t b_off, int64_t b_stride, int64_t c_off, int64_t c_stride, int64_t batch) {
     const char* ap = static_cast<const char*>(A.data) + a_off * static_cast<int64_t>(es);
     const char* bp = static_cast<const char*>(B.data) + b_off * static_cast<int64_t>(es);
-    check(cublasGemmStridedBatchedEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(M), static_cast<int>(N),
-                                     static_cast<int>(K), &alpha, ap, A.type, static_cast<int>(A.ld), A.s2, bp,
-                                     B.type, static_cast<int>(B.ld), b_stride, &beta, C + c_off, CUDA_R_32F,
-                                     static_cast<int>(ldc), c_stride, static_cast<int>(batch), CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT),
+    check(cublas().gemm_strided_batched_ex(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(M),
+                                           static_cast<int>(N), static_cast<int>(K), &alpha, ap, A.type,
+                                           static_cast<int>(A.ld), A.s2, bp, B.type, static_cast<int>(B.ld), b_stride,
+                                           &beta, C + c_off, CUDA_R_32F, static_cast<int>(ldc), c_stride,
+                                           static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx (mul_mat)");
   };
   for (int64_t i3 = 0; i3 < B3; ++i3)
