@@ -105,6 +105,10 @@ struct RunHooks {
 CaseResult run_case(Backend& backend, const Case& c, const RunHooks& hooks = {});
 // Runs every case that passes the filter, with one backend of the device.
 std::vector<CaseResult> run_conformance(Device& device, const Filter& filter = {});
+// Whether `device` supports every node of the case's graph: run_case's first
+// check, without running it (a case it passes can still be Unsupported when,
+// once placed, an operand is not readable where the device put it).
+bool case_supported(const Device& device, const Case& c);
 
 // Bytes kept before and after every written tensor, and their fill byte
 // (0xff reads as NaN in every float type, so an unwritten output also fails).

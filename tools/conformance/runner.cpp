@@ -264,6 +264,12 @@ CaseResult run_case(Backend& backend, const Case& c, const RunHooks& hooks) {
   return r;
 }
 
+bool case_supported(const Device& device, const Case& c) {
+  CaseGraph g;
+  std::string why;
+  return supported(device, Graph::build(c.build(g)), why);
+}
+
 std::vector<CaseResult> run_conformance(Device& device, const Filter& filter) {
   std::unique_ptr<Backend> backend = device.create_backend();
   std::vector<CaseResult> results;
