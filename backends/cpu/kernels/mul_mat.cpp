@@ -136,7 +136,7 @@ bool is_quant(WKind k) { return k == WKind::Q8_0 || k == WKind::Q4_0; }
 // an integer gemm at the level (has_int_gemm) stay integer
 // (mul_mat_dequantizes): 1.2x the f32 gemm on dequantized rows for Q8_0 /
 // Q4_0, 1.3-1.5x at 64-512 columns and 1.9-2.9x at 16 for Q4_K / Q6_K, and
-// on AVX2 (Zen 2/3 EPYC, 2 threads) 1.4-5.8x the path each of the others
+// on AVX2 (Zen 3 EPYC, 2 threads) 1.1-5.8x the path each of the others
 // had before (dequantized rows from 16 or 32 columns, the dots below that
 // and for Q5_K at every width).
 int64_t dequant_min_columns(DType type) {
@@ -251,8 +251,8 @@ struct Plan {
   GemmU4Fn gemm_u = nullptr;       // gemm_u4 or gemm_u5
   ExpandU4x16Fn expand_u4_x16 = nullptr;  // the same 16 interleaved rows at a time
   ExpandS6Fn expand_s6 = nullptr;  // Q6_K / Q3_K on gemm_s6 (C = 0)
-  ExpandFn expand_table = nullptr;  // IQ4_NL / IQ4_XS / MXFP4 as Q8_0 on gemm_q8
   ExpandS6x16Fn expand_s6_x16 = nullptr;  // the same 16 interleaved rows at a time
+  ExpandFn expand_table = nullptr;  // IQ4_NL / IQ4_XS / MXFP4 as Q8_0 on gemm_q8
   ActFormat act = ActFormat::Q8_32;
   int c_offset = 0;  // C of the kind (see vec.h)
 
