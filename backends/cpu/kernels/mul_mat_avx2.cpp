@@ -119,12 +119,6 @@ inline __m256i dot_i8(__m256i w, __m256i q) {
   return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-inline __m256i q4_block(const uint8_t* qs) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i low = _mm_set1_epi8(0x0f);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-}
-
 template <class Block, class Load>
 inline float dot_quant(int64_t k, const Block* x, const void* b_row, Load load) {
   const int64_t nb = k / kQBlock;
@@ -149,7 +143,8 @@ void dot_q8_0(int64_t k, const void* a_row, const void* b_row, float* out) {
 }
 
 void dot_q4_0(int64_t k, const void* a_row, const void* b_row, float* out) {
-  *out = dot_quant(k, static_cast<const BlockQ4_0*>(a_row), b_row, [](const BlockQ4_0& x) { return q4_block(x.qs); });
+  *out = dot_quant(k, static_cast<const BlockQ4_0*>(a_row), b_row,
+                   [](const BlockQ4_0& x) { return expand_nibbles32(x.qs); });
 }
 
 // ---- interleaved rows (CPU_Repack) -------------------------------------------------
@@ -314,7 +309,7 @@ void expand_q8_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
 void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
   const auto* x = static_cast<const BlockQ4_0*>(a_row);
   for (int64_t b = 0; b < k / kQBlock; ++b) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQBlock), q4_block(x[b].qs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQBlock), expand_nibbles32(x[b].qs));
     d[b] = half_to_float(x[b].d);
   }
 }
