@@ -2,14 +2,17 @@
 // layouts in q4_k_interleaved.h and q6_k_interleaved.h), and their
 // expansion 16 rows at a time for the integer gemm. Q4_K: as
 // quant_gemm16_avx512.cpp, in two halves of 8 rows (a 32-byte half of each
-// 64-byte row vector), 4, 2 or 1 columns per pass over the weights (4 made 8
-// columns 1.2x faster than 2). Without vpdpbusd, maddubs makes int16 pair
+// 64-byte row vector), 4 or 2 columns per pass over the weights (4 made 8
+// columns 1.2x faster than 2); an odd column takes both halves in one pass
+// (q4_k_one_col, the mat-vec of a token). Without vpdpbusd, maddubs makes int16 pair
 // sums (at most 2 * 15 * 127); the 8 of one sub-block add up in int16 (at
 // most 8 * 3840 < 2^15), and one madd with the rows' scale in both halves of
 // each lane gives scale * (sum over the sub-block) in int32.
 // The mins' term is a madd of the rows' min pairs with the column's paired
 // bsums. The integers are those of the scalar dot.
 #include <immintrin.h>
+
+#include <algorithm>
 
 #include "../repack.h"
 #include "q4_k_interleaved.h"
@@ -25,7 +28,19 @@ inline __m256i bcast32(const void* p) {
   return _mm256_set1_epi32(v);
 }
 
-// NC columns (4, 2 or 1) of the 8 rows of half H: out[c * 16 + 8H + r].
+// Step `step` of Steps that prefetch the Bytes at `ahead`, a few lines each,
+// so that the requests do not come in one burst. The one-column kernels
+// spread a group block's lines over its steps this way; all at the block's
+// start, or none (the hardware prefetchers alone), left a Q6_K mat-vec from
+// DRAM on 2 Zen 3 cores at 0.9x and 0.55x the plain rows' (1.2x so).
+template <size_t Bytes, int Steps>
+inline void prefetch_part(const uint8_t* ahead, int step) {
+  constexpr int kLines = static_cast<int>((Bytes + 63) / 64), kPerStep = (kLines + Steps - 1) / Steps;
+  for (int l = step * kPerStep; l < std::min(kLines, (step + 1) * kPerStep); ++l)
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+}
+
+// NC columns (4 or 2) of the 8 rows of half H: out[c * 16 + 8H + r].
 template <int NC, int H>
 void half_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size_t b_stride, float* out) {
   constexpr int h = H;
@@ -87,17 +102,76 @@ void half_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out + 16 * c + 8 * h, sum[c]);
 }
 
+// Rows 8h..8h+7's bytes of a 16-row vector (h is 0 or 1).
+inline __m128i half_bytes(__m128i v, int h) { return h ? _mm_unpackhi_epi64(v, v) : v; }
+
+// One column, both halves per block: each 64-byte piece of the group is
+// read once, so the weights stream from memory at an even pace. (The half
+// passes leave memory idle in the second, which re-reads the group from L2:
+// a mat-vec from DRAM on 2 Zen 3 cores ran at 0.8-0.95x the plain rows'.)
+void q4_k_one_col(int64_t k, const uint8_t* group, const uint8_t* b_col, float* out) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(b_col);
+  __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const uint8_t* g = group + b * kQ4KGroupBlock;
+    __m128i sc8[8], m8[8];
+    decode_q4_k_scales16(g + kQ4KScalesOff, sc8, m8);
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo16[2], hi16[2];
+      for (int h = 0; h < 2; ++h) lo16[h] = hi16[h] = _mm256_setzero_si256();
+      for (int u = 0; u < 8; ++u) {
+        prefetch_part<kQ4KGroupBlock, 32>(g + kQ4KPrefetchBlocks * kQ4KGroupBlock, 8 * j + u);
+        const int8_t* yq = y[b].qs + 64 * j + 4 * u;
+        const __m256i ylo = bcast32(yq), yhi = bcast32(yq + 32);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kQ4KQsOff + (8 * j + u) * 64 + 32 * h));
+          lo16[h] = _mm256_add_epi16(lo16[h], _mm256_maddubs_epi16(_mm256_and_si256(q, low), ylo));
+          hi16[h] = _mm256_add_epi16(hi16[h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), yhi));
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i s_lo = _mm256_cvtepu8_epi32(half_bytes(sc8[2 * j], h));
+        const __m256i s_hi = _mm256_cvtepu8_epi32(half_bytes(sc8[2 * j + 1], h));
+        acc[h] = _mm256_add_epi32(acc[h], _mm256_add_epi32(
+            _mm256_madd_epi16(lo16[h], _mm256_or_si256(s_lo, _mm256_slli_epi32(s_lo, 16))),
+            _mm256_madd_epi16(hi16[h], _mm256_or_si256(s_hi, _mm256_slli_epi32(s_hi, 16)))));
+      }
+    }
+    alignas(16) int16_t pairs[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(pairs), q8_k_pair_sums(y[b]));
+    const __m256 db = _mm256_set1_ps(y[b].d);
+    for (int h = 0; h < 2; ++h) {
+      __m256i mins = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m128i mp = h ? _mm_unpackhi_epi8(m8[2 * p], m8[2 * p + 1]) : _mm_unpacklo_epi8(m8[2 * p], m8[2 * p + 1]);
+        mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_cvtepu8_epi16(mp), bcast32(pairs + 2 * p)));
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDOff + 16 * h)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDminOff + 16 * h)));
+      sum[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h]), _mm256_mul_ps(d, db), sum[h]);
+      sum[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin, db), sum[h]);
+    }
+  }
+  _mm256_storeu_ps(out, sum[0]);
+  _mm256_storeu_ps(out + 8, sum[1]);
+}
+
+// Pairs of columns in half passes (4 at a time, then 2), an odd last one
+// with q4_k_one_col.
 template <int H>
 void half_q4_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
   int c = 0;
   for (; c + 4 <= ncols; c += 4) half_q4_k_cols<4, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
   for (; c + 2 <= ncols; c += 2) half_q4_k_cols<2, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
-  if (c < ncols) half_q4_k_cols<1, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
 }
 
 void gemm16_q4_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
-  half_q4_k<0>(k, group, b_cols, b_stride, ncols, out);
-  half_q4_k<1>(k, group, b_cols, b_stride, ncols, out);
+  const int paired = ncols & ~1;
+  half_q4_k<0>(k, group, b_cols, b_stride, paired, out);
+  half_q4_k<1>(k, group, b_cols, b_stride, paired, out);
+  if (ncols & 1) q4_k_one_col(k, group, b_cols + paired * b_stride, out + 16 * paired);
 }
 
 // 8 x 8 dword transpose: piece0 points at 8 consecutive 64-byte pieces of an
@@ -191,7 +265,16 @@ inline __m256i q6_k_scale2(const uint8_t* g, int s, int h) {
   return _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
 }
 
-// NC columns (4, 2 or 1; 4 made 8-16 columns 1.2-1.4x faster than 2) of the
+// q6_k_scale2 of both halves: the 16 rows' scales as int16, 64-bit pieces
+// ordered rows 0-3, 8-11, 4-7, 12-15, unpacked with themselves.
+inline void q6_k_scale2_both(const uint8_t* g, int s, __m256i& h0, __m256i& h1) {
+  const __m256i s16 = _mm256_permute4x64_epi64(
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 16 * s))), 0xd8);
+  h0 = _mm256_unpacklo_epi16(s16, s16);
+  h1 = _mm256_unpackhi_epi16(s16, s16);
+}
+
+// NC columns (4 or 2; 4 made 8-16 columns 1.2-1.4x faster than 2) of the
 // 8 rows of half H: out[c * 16 + 8H + r]. Per quarter and
 // dword pair, two maddubs (each int16 at most 2 * 63 * 128) add up in int16
 // (< 2^15) and one madd with the rows' scale takes them to int32; the
@@ -248,17 +331,66 @@ void half_q6_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out + 16 * c + 8 * H, sum[c]);
 }
 
+// One column, both halves per block (as q4_k_one_col).
+void q6_k_one_col(int64_t k, const uint8_t* group, const uint8_t* b_col, float* out) {
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(b_col);
+  __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    const uint8_t* g = group + b * kQ6KGroupBlock;
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int hf = 0; hf < 2; ++hf)
+      for (int i = 0; i < 2; ++i) {  // dwords u = 4i..4i+3: sub-blocks 8hf + 2j + i
+        __m256i sc[2][4];
+        for (int j = 0; j < 4; ++j) q6_k_scale2_both(g, 8 * hf + 2 * j + i, sc[0][j], sc[1][j]);
+        for (int u = 4 * i; u < 4 * i + 4; u += 2)
+          for (int h = 0; h < 2; ++h) {
+            prefetch_part<kQ6KGroupBlock, 16>(g + kQ6KPrefetchBlocks * kQ6KGroupBlock, ((2 * hf + i) * 2 + (u - 4 * i) / 2) * 2 + h);
+            __m256i q0[4], q1[4];
+            q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u) * 64 + 32 * h),
+                          load_half(g + kQ6KQlOff + (16 * hf + 8 + u) * 64 + 32 * h),
+                          load_half(g + kQ6KQhOff + (8 * hf + u) * 64 + 32 * h), q0);
+            q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u + 1) * 64 + 32 * h),
+                          load_half(g + kQ6KQlOff + (16 * hf + 9 + u) * 64 + 32 * h),
+                          load_half(g + kQ6KQhOff + (8 * hf + u + 1) * 64 + 32 * h), q1);
+            for (int j = 0; j < 4; ++j) {
+              const int8_t* yq = y[b].qs + 128 * hf + 32 * j + 4 * u;
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q0[j], bcast32(yq)),
+                                                 _mm256_maddubs_epi16(q1[j], bcast32(yq + 4)));
+              acc[h] = _mm256_add_epi32(acc[h], _mm256_madd_epi16(p, sc[h][j]));
+            }
+          }
+      }
+    const __m256 db = _mm256_set1_ps(y[b].d);
+    for (int h = 0; h < 2; ++h) {
+      __m256i off = _mm256_setzero_si256();
+      for (int p = 0; p < 8; ++p) {
+        const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 32 * p + 8 * h));
+        const __m128i a1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + kQ6KScalesOff + 32 * p + 16 + 8 * h));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, a1)),
+                                                      bcast32(y[b].bsums + 2 * p)));
+      }
+      const __m256i total = _mm256_sub_epi32(acc[h], _mm256_slli_epi32(off, 5));
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ6KDOff + 16 * h)));
+      sum[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, db), sum[h]);
+    }
+  }
+  _mm256_storeu_ps(out, sum[0]);
+  _mm256_storeu_ps(out + 8, sum[1]);
+}
+
+// As half_q4_k.
 template <int H>
 void half_q6_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
   int c = 0;
   for (; c + 4 <= ncols; c += 4) half_q6_k_cols<4, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
   for (; c + 2 <= ncols; c += 2) half_q6_k_cols<2, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
-  if (c < ncols) half_q6_k_cols<1, H>(k, group, b_cols + c * b_stride, b_stride, out + 16 * c);
 }
 
 void gemm16_q6_k(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out) {
-  half_q6_k<0>(k, group, b_cols, b_stride, ncols, out);
-  half_q6_k<1>(k, group, b_cols, b_stride, ncols, out);
+  const int paired = ncols & ~1;
+  half_q6_k<0>(k, group, b_cols, b_stride, paired, out);
+  half_q6_k<1>(k, group, b_cols, b_stride, paired, out);
+  if (ncols & 1) q6_k_one_col(k, group, b_cols + paired * b_stride, out + 16 * paired);
 }
 
 // ExpandS6x16Fn for Q6_K: the transposed halves of ql and qh give each row
