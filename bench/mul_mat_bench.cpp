@@ -13,8 +13,9 @@
 //                        in every iteration. Counters plain_ms, repack_ms and
 //                        plain/repack (above 1 the interleaved layout is faster);
 //                        the benchmark's own time is repack_ms.
-//   mul_mat_repack_dram/<type>  the same, 16384 x 4096 weights times 1 column:
-//                        both layouts read from memory (tokens' mat-vecs).
+//   mul_mat_repack_dram/<type>  the same, 16384 x 4096 weights times 1 or 4
+//                        columns: both layouts read from memory (a token's
+//                        mat-vecs, a few sequences').
 // Counters of the first two: GFLOP/s (2*M*N*K per run) and GB/s (weight bytes read per run).
 // The time includes packing (and quantizing) b. The time and these counters
 // are for the path mul_mat picks (QuantPath::Auto). For quantized weights every
@@ -181,7 +182,7 @@ void register_all() {
     const std::string name = "mul_mat_repack_dram/" + std::string(type_name(type));
     benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat_repack, type, 4096, 16384)
         ->ArgNames({"n", "threads"})
-        ->ArgsProduct({{1}, {1, 2}})
+        ->ArgsProduct({{1, 4}, {1, 2}})
         ->MinTime(0.3)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
