@@ -258,6 +258,17 @@ inline void q6_k_quarters(__m256i la, __m256i lb, __m256i qh, __m256i q[4]) {
 
 inline __m256i load_half(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// The quarters of dwords u (q0) and u + 1 (q1) of block half hf, for rows
+// 8h..8h+7 (h: the 32-byte half of each 64-byte piece).
+inline void q6_k_dword_pair(const uint8_t* g, int hf, int u, int h, __m256i q0[4], __m256i q1[4]) {
+  q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u) * 64 + 32 * h),
+                load_half(g + kQ6KQlOff + (16 * hf + 8 + u) * 64 + 32 * h),
+                load_half(g + kQ6KQhOff + (8 * hf + u) * 64 + 32 * h), q0);
+  q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u + 1) * 64 + 32 * h),
+                load_half(g + kQ6KQlOff + (16 * hf + 9 + u) * 64 + 32 * h),
+                load_half(g + kQ6KQhOff + (8 * hf + u + 1) * 64 + 32 * h), q1);
+}
+
 // Rows 8h..8h+7's int8 scales of sub-block s, each as int16 in both halves
 // of its lane (for madd).
 inline __m256i q6_k_scale2(const uint8_t* g, int s, int h) {
@@ -300,12 +311,7 @@ void half_q6_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size
           if constexpr (H == 0)
             prefetch_part<kQ6KGroupBlock, 8>(g + kQ6KPrefetchBlocks * kQ6KGroupBlock, (2 * hf + i) * 2 + (u - 4 * i) / 2);
           __m256i q0[4], q1[4];
-          q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u) * 64 + 32 * H),
-                        load_half(g + kQ6KQlOff + (16 * hf + 8 + u) * 64 + 32 * H),
-                        load_half(g + kQ6KQhOff + (8 * hf + u) * 64 + 32 * H), q0);
-          q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u + 1) * 64 + 32 * H),
-                        load_half(g + kQ6KQlOff + (16 * hf + 9 + u) * 64 + 32 * H),
-                        load_half(g + kQ6KQhOff + (8 * hf + u + 1) * 64 + 32 * H), q1);
+          q6_k_dword_pair(g, hf, u, H, q0, q1);
           for (int c = 0; c < NC; ++c)
             for (int j = 0; j < 4; ++j) {
               const int8_t* yq = y[c][b].qs + 128 * hf + 32 * j + 4 * u;
@@ -348,12 +354,7 @@ void q6_k_one_col(int64_t k, const uint8_t* group, const uint8_t* b_col, float* 
           for (int h = 0; h < 2; ++h) {
             prefetch_part<kQ6KGroupBlock, 16>(g + kQ6KPrefetchBlocks * kQ6KGroupBlock, ((2 * hf + i) * 2 + (u - 4 * i) / 2) * 2 + h);
             __m256i q0[4], q1[4];
-            q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u) * 64 + 32 * h),
-                          load_half(g + kQ6KQlOff + (16 * hf + 8 + u) * 64 + 32 * h),
-                          load_half(g + kQ6KQhOff + (8 * hf + u) * 64 + 32 * h), q0);
-            q6_k_quarters(load_half(g + kQ6KQlOff + (16 * hf + u + 1) * 64 + 32 * h),
-                          load_half(g + kQ6KQlOff + (16 * hf + 9 + u) * 64 + 32 * h),
-                          load_half(g + kQ6KQhOff + (8 * hf + u + 1) * 64 + 32 * h), q1);
+            q6_k_dword_pair(g, hf, u, h, q0, q1);
             for (int j = 0; j < 4; ++j) {
               const int8_t* yq = y[b].qs + 128 * hf + 32 * j + 4 * u;
               const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q0[j], bcast32(yq)),
