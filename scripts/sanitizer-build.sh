@@ -9,12 +9,16 @@
 sanitizer_build() {
   local dir=$1 sanitizers=$2
   shift 2
-  local fuzz=OFF
+  local fuzz=OFF shards=0
   [[ $sanitizers == *address* ]] && fuzz=ON  # the fuzz targets live in the ASan build
+  # ASan: each gtest executable runs as 16 shards, not a process per test
+  # (see LOOM_GTEST_SHARDS in tests/CMakeLists.txt). TSan keeps one test per
+  # process: scripts/test picks its tests by name.
+  [[ $sanitizers == *address* ]] && shards=16
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
-    -DLOOM_SANITIZE="$sanitizers" -DLOOM_FUZZ=$fuzz -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF \
+    -DLOOM_SANITIZE="$sanitizers" -DLOOM_FUZZ=$fuzz -DLOOM_GTEST_SHARDS=$shards -DLOOM_BUILD_TESTS=ON -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF \
     >/dev/null || return
   if [[ $# -gt 0 ]]; then
     cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target "$@"
