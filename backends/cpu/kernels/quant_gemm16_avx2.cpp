@@ -41,6 +41,21 @@ inline void prefetch_part(const uint8_t* ahead, int step) {
     _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
 }
 
+// Rows 8h..8h+7's bytes of a 16-row vector (h is 0 or 1).
+inline __m128i half_bytes(__m128i v, int h) { return h ? _mm_unpackhi_epi64(v, v) : v; }
+
+// Rows 8h..8h+7's sub-block scales, each in both int16 halves of its lane
+// (for _mm256_madd_epi16 with the rows' int16 sums).
+inline __m256i q4_k_scale_pairs(__m128i sc8, int h) {
+  const __m256i s = _mm256_cvtepu8_epi32(half_bytes(sc8, h));
+  return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+}
+
+// Rows 8h..8h+7's mins of sub-blocks 2p and 2p + 1, as int16 pairs.
+inline __m256i q4_k_min_pairs(const __m128i* m8, int p, int h) {
+  return _mm256_cvtepu8_epi16(h ? _mm_unpackhi_epi8(m8[2 * p], m8[2 * p + 1]) : _mm_unpacklo_epi8(m8[2 * p], m8[2 * p + 1]));
+}
+
 // NC columns (4 or 2) of the 8 rows of half H: out[c * 16 + 8H + r].
 template <int NC, int H>
 void half_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size_t b_stride, float* out) {
@@ -73,21 +88,13 @@ void half_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size
           hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(hi, bcast32(yq + 32)));
         }
       }
-      // Rows 8h..8h+7's scales, each in both int16 halves of its lane.
-      const __m256i s_lo = _mm256_cvtepu8_epi32(_mm_srli_si128(sc8[2 * j], 8 * h));
-      const __m256i s_hi = _mm256_cvtepu8_epi32(_mm_srli_si128(sc8[2 * j + 1], 8 * h));
-      const __m256i s2_lo = _mm256_or_si256(s_lo, _mm256_slli_epi32(s_lo, 16));
-      const __m256i s2_hi = _mm256_or_si256(s_hi, _mm256_slli_epi32(s_hi, 16));
+      const __m256i s2_lo = q4_k_scale_pairs(sc8[2 * j], h), s2_hi = q4_k_scale_pairs(sc8[2 * j + 1], h);
       for (int c = 0; c < NC; ++c)
         acc[c] = _mm256_add_epi32(acc[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], s2_lo),
                                                            _mm256_madd_epi16(hi16[c], s2_hi)));
     }
-    // Rows 8h..8h+7's min pairs (m[2p], m[2p + 1]) as int16.
     __m256i mpair[4];
-    for (int p = 0; p < 4; ++p) {
-      const __m128i pairs = h == 0 ? _mm_unpacklo_epi8(m8[2 * p], m8[2 * p + 1]) : _mm_unpackhi_epi8(m8[2 * p], m8[2 * p + 1]);
-      mpair[p] = _mm256_cvtepu8_epi16(pairs);
-    }
+    for (int p = 0; p < 4; ++p) mpair[p] = q4_k_min_pairs(m8, p, h);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDOff + 16 * h)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDminOff + 16 * h)));
     for (int c = 0; c < NC; ++c) {
@@ -102,9 +109,6 @@ void half_q4_k_cols(int64_t k, const uint8_t* group, const uint8_t* b_col0, size
   }
   for (int c = 0; c < NC; ++c) _mm256_storeu_ps(out + 16 * c + 8 * h, sum[c]);
 }
-
-// Rows 8h..8h+7's bytes of a 16-row vector (h is 0 or 1).
-inline __m128i half_bytes(__m128i v, int h) { return h ? _mm_unpackhi_epi64(v, v) : v; }
 
 // One column, both halves per block: each 64-byte piece of the group is
 // read once, so the weights stream from memory at an even pace. (The half
@@ -133,11 +137,8 @@ void q4_k_one_col(int64_t k, const uint8_t* group, const uint8_t* b_col, float* 
         }
       }
       for (int h = 0; h < 2; ++h) {
-        const __m256i s_lo = _mm256_cvtepu8_epi32(half_bytes(sc8[2 * j], h));
-        const __m256i s_hi = _mm256_cvtepu8_epi32(half_bytes(sc8[2 * j + 1], h));
-        acc[h] = _mm256_add_epi32(acc[h], _mm256_add_epi32(
-            _mm256_madd_epi16(lo16[h], _mm256_or_si256(s_lo, _mm256_slli_epi32(s_lo, 16))),
-            _mm256_madd_epi16(hi16[h], _mm256_or_si256(s_hi, _mm256_slli_epi32(s_hi, 16)))));
+        acc[h] = _mm256_add_epi32(acc[h], _mm256_add_epi32(_mm256_madd_epi16(lo16[h], q4_k_scale_pairs(sc8[2 * j], h)),
+                                                           _mm256_madd_epi16(hi16[h], q4_k_scale_pairs(sc8[2 * j + 1], h))));
       }
     }
     alignas(16) int16_t pairs[8];
@@ -145,10 +146,8 @@ void q4_k_one_col(int64_t k, const uint8_t* group, const uint8_t* b_col, float* 
     const __m256 db = _mm256_set1_ps(y[b].d);
     for (int h = 0; h < 2; ++h) {
       __m256i mins = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m128i mp = h ? _mm_unpackhi_epi8(m8[2 * p], m8[2 * p + 1]) : _mm_unpacklo_epi8(m8[2 * p], m8[2 * p + 1]);
-        mins = _mm256_add_epi32(mins, _mm256_madd_epi16(_mm256_cvtepu8_epi16(mp), bcast32(pairs + 2 * p)));
-      }
+      for (int p = 0; p < 4; ++p)
+        mins = _mm256_add_epi32(mins, _mm256_madd_epi16(q4_k_min_pairs(m8, p, h), bcast32(pairs + 2 * p)));
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDOff + 16 * h)));
       const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDminOff + 16 * h)));
       sum[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h]), _mm256_mul_ps(d, db), sum[h]);
@@ -226,11 +225,8 @@ void expand_u4_q4_k_x16(const uint8_t* group, int64_t k, uint8_t* q, float* d, f
       const __m256 dd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDOff + 16 * h)));
       const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kQ4KDminOff + 16 * h)));
       for (int sb = 0; sb < 8; ++sb) {
-        // Rows 8h..8h+7's bytes (h is not a constant here, as _mm_srli_si128 needs).
-        const __m128i sc_h = h ? _mm_unpackhi_epi64(sc8[sb], sc8[sb]) : sc8[sb];
-        const __m128i m_h = h ? _mm_unpackhi_epi64(m8[sb], m8[sb]) : m8[sb];
-        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc_h));
-        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m_h));
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half_bytes(sc8[sb], h)));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half_bytes(m8[sb], h)));
         _mm256_store_ps(ds[sb] + 8 * h, _mm256_mul_ps(dd, sc));
         _mm256_store_ps(ms[sb] + 8 * h, _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, mn)));
       }
