@@ -10,6 +10,10 @@ namespace {
 
 using tok::kEscapedSpace;
 
+// White space as C's isspace sees it in the "C" locale (llama.cpp's test for
+// stripping beside special tokens); bytes of UTF-8 sequences are not.
+bool is_c_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
   std::string out;
   out.reserve(text.size());
@@ -139,9 +143,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       const std::string_view window = text.substr(0, f.begin + f.length);
       size_t cursor = f.begin;
       for (size_t hit = window.find(special, cursor); hit != std::string_view::npos; hit = window.find(special, cursor)) {
-        if (hit > cursor) next.push_back({kNoToken, cursor, hit - cursor});
+        size_t left_end = hit;
+        if (t.strip[id] & Impl::kStripLeft)
+          while (left_end > cursor && is_c_space(window[left_end - 1])) --left_end;
+        if (left_end > cursor) next.push_back({kNoToken, cursor, left_end - cursor});
         next.push_back({id, hit, special.size()});
         cursor = hit + special.size();
+        if (t.strip[id] & Impl::kStripRight)
+          while (cursor < window.size() && is_c_space(window[cursor])) ++cursor;
       }
       if (cursor < f.begin + f.length) next.push_back({kNoToken, cursor, f.begin + f.length - cursor});
     }

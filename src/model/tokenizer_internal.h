@@ -177,6 +177,10 @@ struct Tokenizer::Impl {
   // their texts to find which of them occur in a text.
   std::vector<int32_t> special_tokens;
   tok::ByteTrie special_trie;
+  // Per token: kStripLeft / kStripRight drop the white space next to the
+  // special token when the text is split at it (llama.cpp's LSTRIP/RSTRIP).
+  static constexpr uint8_t kStripLeft = 1, kStripRight = 2;
+  std::vector<uint8_t> strip;
 
   std::unique_ptr<tok::PreSplitter> splitter;  // BPE
   std::unique_ptr<tok::Unigram> unigram;       // UGM

@@ -93,18 +93,22 @@ void read_tokens(const gguf::File& file, Tokenizer::Impl& t) {
   }
 }
 
-void read_special_ids(const gguf::File& file, Tokenizer::Impl& t) {
+// tokenizer.ggml.NAME_token_id into id, which keeps its default when the key
+// is absent (or becomes kNoToken when that default does not fit).
+void read_token_id(const gguf::File& file, const Tokenizer::Impl& t, std::string_view name, int32_t& id) {
   const int32_t n = static_cast<int32_t>(t.texts.size());
-  auto read = [&](std::string_view name, int32_t& id) {
-    if (id >= n) id = Tokenizer::kNoToken;  // a default that does not fit
-    const std::string key = fmt::format("tokenizer.ggml.{}_token_id", name);
-    const gguf::Value* v = file.find(key);
-    if (!v) return;
-    if (!v->is_integer()) fail("{}: {} must be an integer", file.path(), key);
-    const int64_t value = v->as_int();
-    if (value < 0 || value >= n) fail("{}: {} = {} is outside the vocabulary of {} tokens", file.path(), key, value, n);
-    id = static_cast<int32_t>(value);
-  };
+  if (id >= n) id = Tokenizer::kNoToken;
+  const std::string key = fmt::format("tokenizer.ggml.{}_token_id", name);
+  const gguf::Value* v = file.find(key);
+  if (!v) return;
+  if (!v->is_integer()) fail("{}: {} must be an integer", file.path(), key);
+  const int64_t value = v->as_int();
+  if (value < 0 || value >= n) fail("{}: {} = {} is outside the vocabulary of {} tokens", file.path(), key, value, n);
+  id = static_cast<int32_t>(value);
+}
+
+void read_special_ids(const gguf::File& file, Tokenizer::Impl& t) {
+  auto read = [&](std::string_view name, int32_t& id) { read_token_id(file, t, name, id); };
   read("bos", t.bos);
   read("eos", t.eos);
   read("eot", t.eot);
@@ -112,6 +116,16 @@ void read_special_ids(const gguf::File& file, Tokenizer::Impl& t) {
   read("unknown", t.unk);
   read("seperator", t.sep);  // sic: llama.cpp's key
   read("padding", t.pad);
+}
+
+// llama.cpp adds the control attribute to tokens it finds by text (end of
+// generation, fill-in-the-middle): a normal or user-defined token becomes
+// one that text matches only with parse_special and that renders only on
+// request.
+void make_control(Tokenizer::Impl& t, int32_t id) {
+  const TokenType type = t.types[id];
+  if (type == TokenType::Normal || type == TokenType::Undefined || type == TokenType::UserDefined)
+    t.types[id] = TokenType::Control;
 }
 
 void find_end_of_generation(Tokenizer::Impl& t) {
@@ -123,11 +137,52 @@ void find_end_of_generation(Tokenizer::Impl& t) {
     const int32_t id = t.lookup(text);
     if (id == Tokenizer::kNoToken) continue;
     t.eog.insert(id);
-    if (t.types[id] == TokenType::Normal || t.types[id] == TokenType::Undefined) t.types[id] = TokenType::Control;
+    make_control(t, id);
   }
-  if (t.eot != Tokenizer::kNoToken && t.types[t.eot] == TokenType::Normal) t.types[t.eot] = TokenType::Control;
+  if (t.eot != Tokenizer::kNoToken) make_control(t, t.eot);
   for (int32_t id : {t.eos, t.eot, t.eom})
     if (id != Tokenizer::kNoToken) t.eog.insert(id);
+}
+
+// Fill-in-the-middle tokens: tokenizer.ggml.fim_*_token_id, or else the
+// first of llama.cpp's texts the vocabulary has, which becomes a control
+// token. Pad, repository and file-separator tokens end generation (Qwen
+// 2.5 Coder's <|fim_pad|>, <|repo_name|>, <|file_sep|>).
+struct FimToken {
+  std::string_view name;
+  std::initializer_list<std::string_view> texts;
+  bool ends_generation;
+};
+// (DeepSeek's are <｜fim▁begin｜> and so on, U+FF5C and U+2581 in UTF-8.)
+const FimToken kFimTokens[] = {
+    {"fim_pre",
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>",
+      "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"},
+     false},
+    {"fim_suf",
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>", "<SUF>",
+      "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"},
+     false},
+    {"fim_mid",
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>",
+      "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"},
+     false},
+    {"fim_pad", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}, true},
+    {"fim_rep", {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}, true},
+    {"fim_sep", {"<|file_sep|>"}, true},
+};
+
+void find_fill_in_the_middle(const gguf::File& file, Tokenizer::Impl& t) {
+  for (const FimToken& fim : kFimTokens) {
+    int32_t id = Tokenizer::kNoToken;
+    read_token_id(file, t, fim.name, id);
+    if (id == Tokenizer::kNoToken) {
+      for (std::string_view text : fim.texts)
+        if ((id = t.lookup(text)) != Tokenizer::kNoToken) break;
+      if (id != Tokenizer::kNoToken) make_control(t, id);
+    }
+    if (id != Tokenizer::kNoToken && fim.ends_generation) t.eog.insert(id);
+  }
 }
 
 void index_special_tokens(Tokenizer::Impl& t) {
@@ -141,6 +196,47 @@ void index_special_tokens(Tokenizer::Impl& t) {
   std::vector<std::pair<std::string_view, int32_t>> keys;
   for (int32_t id : t.special_tokens) keys.emplace_back(t.texts[id], id);
   t.special_trie = tok::ByteTrie(std::move(keys));
+}
+
+std::string string_or_empty(const gguf::File& file, std::string_view key) {
+  const gguf::Value* v = file.find(key);
+  return v && v->type == gguf::ValueType::String ? std::string(v->as_string()) : std::string();
+}
+
+bool contains_any(std::string_view text, std::initializer_list<std::string_view> parts) {
+  return std::any_of(parts.begin(), parts.end(), [&](std::string_view p) { return text.find(p) != text.npos; });
+}
+
+// Special tokens that swallow the white space beside them, chosen as llama.cpp
+// chooses them (by tokenizer, architecture or model name; GGUF has no key for
+// it): a mask token strips on its left; Phi-3's special tokens, except <unk>,
+// <s> and <|endoftext|>, strip on their right, so that "<|user|>\nHi" is
+// "<|user|>" then "Hi" with SPM's space prefix.
+void set_strip_attributes(const gguf::File& file, Tokenizer::Impl& t) {
+  const std::string pre = string_or_empty(file, "tokenizer.ggml.pre");
+  const std::string arch = string_or_empty(file, "general.architecture");
+  std::string name = string_or_empty(file, "general.name");
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  t.strip.assign(t.texts.size(), 0);
+  auto set = [&](std::string_view text, uint8_t bit, bool on) {
+    const int32_t id = t.lookup(text);
+    if (id == Tokenizer::kNoToken) return false;
+    t.strip[id] = on ? t.strip[id] | bit : t.strip[id] & ~bit;
+    return true;
+  };
+  if (contains_any(pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
+      contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
+    if (!set("<mask>", Tokenizer::Impl::kStripLeft, true))
+      log(LogLevel::Warn, "{}: the vocabulary has no <mask> token (llama.cpp asks to reconvert such a model)",
+          file.path());
+  } else if (contains_any(name, {"phi-3", "phi3"})) {
+    for (int32_t id : t.special_tokens) t.strip[id] |= Tokenizer::Impl::kStripRight;
+    set("</s>", Tokenizer::Impl::kStripRight, true);
+    for (std::string_view text : {"<unk>", "<s>", "<|endoftext|>"}) set(text, Tokenizer::Impl::kStripRight, false);
+  } else if (contains_any(name, {"modern-bert"})) {
+    if (!set("[MASK]", Tokenizer::Impl::kStripLeft, true))
+      log(LogLevel::Warn, "{}: the vocabulary has no [MASK] token", file.path());
+  }
 }
 
 // WordPiece: BERT's normalizer options (lowercase, and strip_accents
@@ -266,7 +362,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
   if (t->kind == TokenizerKind::Ugm) read_unigram_options(file, *t);
 
   find_end_of_generation(*t);
+  find_fill_in_the_middle(file, *t);
   index_special_tokens(*t);
+  set_strip_attributes(file, *t);
   t->pieces.reserve(t->texts.size());
   for (int32_t id = 0; id < static_cast<int32_t>(t->texts.size()); ++id) t->pieces.push_back(t->piece(id, true));
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(t)));

@@ -134,6 +134,77 @@ TEST(SpmTokenizer, BosAndSpecialTokens) {
   EXPECT_EQ(tok->decode(ids, true), "<s> a</s>");
 }
 
+// An SPM vocabulary with special tokens of several types, as real files
+// have them: <|user|>, <|end|>, <mask> and <|fim_pad|> user-defined,
+// <|endoftext|> control, <|file_sep|> normal.
+constexpr int32_t kUser = kFirstPiece + 3, kEnd = kFirstPiece + 4, kEndOfText = kFirstPiece + 5,
+                  kMask = kFirstPiece + 6, kFimPad = kFirstPiece + 7, kFileSep = kFirstPiece + 8;
+gguf::Writer special_vocab(const std::string& name, const std::string& arch) {
+  gguf::Writer w = spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"<|user|>", 0}, {"<|end|>", 0},
+                              {"<|endoftext|>", 0}, {"<mask>", 0}, {"<|fim_pad|>", 0}, {"<|file_sep|>", 0}});
+  std::vector<int32_t> types = {2, 3, 3};
+  types.resize(kFirstPiece, 6);
+  for (int32_t type : {1, 1, 1, 4, 4, 3, 4, 4, 1}) types.push_back(type);
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32s(types));
+  w.set("general.name", gguf::Value::string(name));
+  w.set("general.architecture", gguf::Value::string(arch));
+  return w;
+}
+
+TEST(SpecialTokens, Phi3TokensStripTheWhiteSpaceOnTheirRight) {
+  // llama.cpp picks this by model name: "<|user|>\n a" is <|user|> then
+  // "a" with SPM's space prefix, and nothing is left after "<|end|>\n".
+  auto phi3 = load(special_vocab("Phi3 Mini", "phi3"), "phi3");
+  EXPECT_EQ(phi3->encode("<|user|>\n a<|end|>\n", false, true),
+            (std::vector<int32_t>{kUser, kFirstPiece, kFirstPiece + 1, kEnd}));
+  // Except <|endoftext|>, <s> and <unk>.
+  EXPECT_EQ(phi3->encode("<|endoftext|>\na", false, true),
+            (std::vector<int32_t>{kEndOfText, kFirstPiece, 3 + '\n', kFirstPiece + 1}));
+  EXPECT_EQ(phi3->encode("<s> a", false, true), (std::vector<int32_t>{1, kFirstPiece, kFirstPiece, kFirstPiece + 1}));
+  // Another model name keeps the white space.
+  auto other = load(special_vocab("Llama", "llama"), "not_phi3");
+  EXPECT_EQ(other->encode("<|user|>\n a", false, true),
+            (std::vector<int32_t>{kUser, kFirstPiece, 3 + '\n', kFirstPiece, kFirstPiece + 1}));
+}
+
+TEST(SpecialTokens, MaskStripsTheWhiteSpaceOnItsLeftForNomicBertMoe) {
+  auto nomic = load(special_vocab("Nomic", "nomic-bert-moe"), "nomic");
+  EXPECT_EQ(nomic->encode("a \t<mask>b", false, false),
+            (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kMask, kFirstPiece, kFirstPiece + 2}));
+  auto other = load(special_vocab("Llama", "llama"), "no_lstrip");
+  EXPECT_EQ(other->encode("a \t<mask>b", false, false),
+            (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kFirstPiece, 3 + '\t', kMask, kFirstPiece,
+                                  kFirstPiece + 2}));
+}
+
+TEST(SpecialTokens, ControlLookingTokensBecomeControlTokens) {
+  auto tok = load(special_vocab("Llama", "llama"), "control_looking");
+  // <|end|> ends generation, so llama.cpp makes it a control token even
+  // though the file says user-defined: plain text without parse_special.
+  EXPECT_TRUE(tok->is_eog(kEnd));
+  EXPECT_EQ(tok->encode("a<|end|>", false, true), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kEnd}));
+  EXPECT_EQ(tok->encode("a<|end|>", false, false).size(), 2u + 7u);  // "<|end|>" as 7 byte tokens
+  EXPECT_EQ(tok->token_to_piece(kEnd, false), "");
+  // A user-defined token that is not control-looking splits either way.
+  EXPECT_EQ(tok->encode("a<mask>", false, false), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kMask}));
+  EXPECT_FALSE(tok->is_eog(kMask));
+  // Fill-in-the-middle pad and file separator, found by text, end generation
+  // and become control tokens (<|file_sep|> was a normal token).
+  EXPECT_TRUE(tok->is_eog(kFimPad));
+  EXPECT_TRUE(tok->is_eog(kFileSep));
+  EXPECT_EQ(tok->token_to_piece(kFileSep, false), "");
+  EXPECT_EQ(tok->token_to_piece(kFileSep), "<|file_sep|>");
+}
+
+TEST(SpecialTokens, FimIdsFromTheFileWinOverTheTexts) {
+  gguf::Writer w = special_vocab("Llama", "llama");
+  w.set("tokenizer.ggml.fim_pad_token_id", gguf::Value::u32(kFirstPiece + 2));  // "b"
+  auto tok = load(w, "fim_ids");
+  EXPECT_TRUE(tok->is_eog(kFirstPiece + 2));
+  EXPECT_FALSE(tok->is_eog(kFimPad));
+  EXPECT_EQ(tok->token_to_piece(kFirstPiece + 2, false), "b");  // its type stays normal
+}
+
 // A byte-level BPE vocabulary: the 256 byte symbols (id = byte value), the
 // given merges' results in order, extra tokens, then <|endoftext|>.
 gguf::Writer bpe_vocab(const std::vector<std::string>& merges, const std::string& pre = "gpt-2",
