@@ -34,6 +34,7 @@ enum class TokenizerKind {
   Bpe,  // "gpt2", "gemma4": byte-level BPE
   Wpm,  // "bert": WordPiece
   Ugm,  // "t5": SentencePiece Unigram
+  Rwkv,  // "rwkv": greedy longest match over byte strings written with Python's escapes
 };
 
 // The BPE pre-tokenizer (tokenizer.ggml.pre): one value per distinct set of

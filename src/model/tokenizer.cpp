@@ -77,6 +77,9 @@ void clean_up_spaces(std::string& s) {
 std::string Tokenizer::Impl::piece(int32_t token, bool render_special) const {
   const TokenType type = types[token];
   const std::string& text = texts[token];
+  if (kind == TokenizerKind::Rwkv)  // every type is its bytes
+    return render_special || (type != TokenType::Control && type != TokenType::Unknown) ? tok::rwkv_unescape(text)
+                                                                                          : std::string();
   switch (type) {
     case TokenType::Control:
     case TokenType::Unknown: return render_special ? text : std::string();
@@ -177,6 +180,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       t.wpm_tokenize(raw, out);
     } else if (t.kind == TokenizerKind::Ugm) {
       t.unigram->tokenize(raw, out);
+    } else if (t.kind == TokenizerKind::Rwkv) {
+      t.rwkv_tokenize(raw, out);
     } else if (t.escape_spaces) {
       t.bpe_tokenize(replace_all(raw, " ", kEscapedSpace), out);
     } else {

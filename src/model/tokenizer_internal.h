@@ -102,6 +102,11 @@ class ByteTrie {
   std::vector<int32_t> targets_;  // edge target node
 };
 
+// An RWKV token's bytes: its text is Python's repr() of them without the
+// b'...' (\xNN with lowercase hex digits, \t \n \r, and a backslash before
+// any other character that stands for itself), read as llama.cpp reads it.
+std::string rwkv_unescape(std::string_view text);
+
 // WordPiece's words (BERT, "bert"): llama.cpp's normalization (optionally
 // each code point to the first of its NFD decomposition, marks dropped, and
 // lowercase), split at whitespace, with punctuation, ASCII symbols and CJK
@@ -184,6 +189,7 @@ struct Tokenizer::Impl {
 
   std::unique_ptr<tok::PreSplitter> splitter;  // BPE
   std::unique_ptr<tok::Unigram> unigram;       // UGM
+  tok::ByteTrie byte_strings;                  // RWKV: every token's bytes
   bool lowercase = true, strip_accents = true;  // WPM normalizer
   size_t max_token_bytes = 0;                   // WPM: the longest token text
   std::vector<std::string> pieces;  // token_to_piece with render_special
@@ -198,6 +204,7 @@ struct Tokenizer::Impl {
   void spm_tokenize(std::string_view text, std::vector<int32_t>& out) const;
   void bpe_tokenize(std::string_view text, std::vector<int32_t>& out) const;
   void wpm_tokenize(std::string_view text, std::vector<int32_t>& out) const;
+  void rwkv_tokenize(std::string_view text, std::vector<int32_t>& out) const;
   std::string piece(int32_t token, bool render_special) const;
 };
 

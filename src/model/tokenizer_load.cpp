@@ -324,9 +324,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
     t->unk = 2;
     t->pad = 0;
     t->add_eos = true;
+  } else if (t->model == "rwkv") {
+    t->kind = TokenizerKind::Rwkv;  // llama.cpp's defaults: no special ids, no BOS/EOS, no space prefix
   } else {
-    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2, gemma4, bert, t5)", file.path(),
-         t->model);
+    fail("{}: tokenizer.ggml.model = '{}' is not supported (supported: llama, gpt2, gemma4, bert, t5, rwkv)",
+         file.path(), t->model);
   }
 
   read_tokens(file, *t);
@@ -367,6 +369,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
   set_strip_attributes(file, *t);
   t->pieces.reserve(t->texts.size());
   for (int32_t id = 0; id < static_cast<int32_t>(t->texts.size()); ++id) t->pieces.push_back(t->piece(id, true));
+  if (t->kind == TokenizerKind::Rwkv) {  // every token, control ones too, as llama.cpp's matcher has them
+    std::vector<std::pair<std::string_view, int32_t>> keys;
+    for (int32_t id = 0; id < static_cast<int32_t>(t->pieces.size()); ++id) keys.emplace_back(t->pieces[id], id);
+    t->byte_strings = tok::ByteTrie(std::move(keys));
+  }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(t)));
 }
 

@@ -1,7 +1,7 @@
 // Fuzz target: every tokenizer style on arbitrary bytes (encode, then decode
 // of the result) and decode of arbitrary ids, with generated vocabularies.
 // Byte 0 picks the style (SPM, three BPE, WordPiece, Unigram with and
-// without a character map) and the flags; the rest is the text, or the ids.
+// without a character map, RWKV) and the flags; the rest is the text, or the ids.
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,7 +18,7 @@ namespace {
 const loom::TokenizerStyle kStyles[] = {loom::TokenizerStyle::Spm,       loom::TokenizerStyle::Bpe,
                                         loom::TokenizerStyle::BpeLlama3, loom::TokenizerStyle::BpeQwen2,
                                         loom::TokenizerStyle::Wpm,       loom::TokenizerStyle::Ugm,
-                                        loom::TokenizerStyle::UgmCharsmap};
+                                        loom::TokenizerStyle::UgmCharsmap, loom::TokenizerStyle::Rwkv};
 
 std::unique_ptr<loom::Tokenizer> make_tokenizer(loom::TokenizerStyle style) {
   loom::gguf::Writer w;

@@ -109,7 +109,7 @@ int cmd_tokenize(int argc, char** argv) {
              {{"--style"}, "STYLE",
               "generated vocabulary style: spm, spm-gemma, bpe, bpe-NAME for any tokenizer.ggml.pre name "
               "llama.cpp knows (e.g. bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4), wpm (WordPiece), ugm "
-              "(Unigram) or ugm-charsmap (Unigram with a precompiled character map) (default spm)"},
+              "(Unigram), ugm-charsmap (Unigram with a precompiled character map) or rwkv (default spm)"},
              {{"--list-styles"}, "", "print every generated vocabulary style, one a line (one per BPE pre-tokenizer)"},
              {{"--n-vocab"}, "N", "generated vocabulary size (default 32000)"}});
   args.parse(argc, argv);

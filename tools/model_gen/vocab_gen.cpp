@@ -183,11 +183,12 @@ TokenizerStyle parse_tokenizer_style(std::string_view name) {
   if (name == "wpm" || name == "bert") return TokenizerStyle::Wpm;
   if (name == "ugm" || name == "t5") return TokenizerStyle::Ugm;
   if (name == "ugm-charsmap") return TokenizerStyle::UgmCharsmap;
+  if (name == "rwkv") return TokenizerStyle::Rwkv;
   if (name.starts_with("bpe-"))
     if (const tok::PreInfo* info = tok::find_pre(name.substr(4)))
       return {TokenizerStyle::Model::Bpe, info->pre};
   fail("unknown tokenizer style '{}' (expected spm, spm-gemma, bpe, bpe-NAME for a tokenizer.ggml.pre name such "
-       "as bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4, wpm, ugm or ugm-charsmap)",
+       "as bpe-llama-bpe, bpe-qwen2, bpe-deepseek-v3, bpe-gemma4, wpm, ugm, ugm-charsmap or rwkv)",
        name);
 }
 
@@ -198,6 +199,7 @@ std::string tokenizer_style_name(TokenizerStyle style) {
     case TokenizerStyle::Model::Wpm: return "wpm";
     case TokenizerStyle::Model::Ugm: return "ugm";
     case TokenizerStyle::Model::UgmCharsmap: return "ugm-charsmap";
+    case TokenizerStyle::Model::Rwkv: return "rwkv";
     case TokenizerStyle::Model::Bpe: break;
   }
   return fmt::format("bpe-{}", pre_tokenizer_name(style.pre));
@@ -206,7 +208,7 @@ std::string tokenizer_style_name(TokenizerStyle style) {
 std::vector<TokenizerStyle> all_tokenizer_styles() {
   std::vector<TokenizerStyle> styles = {TokenizerStyle::Spm, TokenizerStyle::SpmGemma};
   for (PreTokenizer pre : all_pre_tokenizers()) styles.push_back({TokenizerStyle::Model::Bpe, pre});
-  styles.insert(styles.end(), {TokenizerStyle::Wpm, TokenizerStyle::Ugm, TokenizerStyle::UgmCharsmap});
+  styles.insert(styles.end(), {TokenizerStyle::Wpm, TokenizerStyle::Ugm, TokenizerStyle::UgmCharsmap, TokenizerStyle::Rwkv});
   return styles;
 }
 
@@ -217,6 +219,7 @@ int min_vocab_size(TokenizerStyle style) {
     case TokenizerStyle::Model::Wpm: return 104 + 1;  // BERT's special ids, one piece
     case TokenizerStyle::Model::Ugm:
     case TokenizerStyle::Model::UgmCharsmap: return 4 + 1;  // <pad> </s> <unk> <br>, one piece
+    case TokenizerStyle::Model::Rwkv: return 1 + 256 + 1;   // <s>, the bytes, one byte string
     case TokenizerStyle::Model::Bpe: break;
   }
   return 256 + 2;
@@ -229,6 +232,13 @@ void write_tokenizer_metadata(gguf::Writer& writer, TokenizerStyle style, int n_
   if (style.model == TokenizerStyle::Model::Wpm || style.model == TokenizerStyle::Model::Ugm ||
       style.model == TokenizerStyle::Model::UgmCharsmap)
     return write_wordpiece_or_unigram(writer, style, n_vocab);
+  if (style.model == TokenizerStyle::Model::Rwkv) {  // no special ids or flags: llama.cpp's defaults
+    const Vocab v = build_rwkv(n_vocab);
+    writer.set("tokenizer.ggml.model", gguf::Value::string("rwkv"));
+    writer.set("tokenizer.ggml.tokens", gguf::Value::strings(v.tokens));
+    writer.set("tokenizer.ggml.token_type", gguf::Value::i32s(v.types));
+    return;
+  }
   const bool spm = style.model != TokenizerStyle::Model::Bpe;
   const bool gemma = style.model == TokenizerStyle::Model::SpmGemma;
   const Vocab v = spm ? build_spm(gemma, n_vocab) : build_bpe(style.pre, n_vocab);

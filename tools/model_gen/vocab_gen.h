@@ -19,8 +19,8 @@ class Writer;
 }  // namespace gguf
 
 // Styles of generated vocabulary: SentencePiece ("llama", as Llama 2 or as
-// Gemma), BPE with any of llama.cpp's pre-tokenizers, WordPiece ("bert") or
-// Unigram ("t5", with or without a precompiled character map).
+// Gemma), BPE with any of llama.cpp's pre-tokenizers, WordPiece ("bert"),
+// Unigram ("t5", with or without a precompiled character map) or RWKV.
 struct TokenizerStyle {
   enum class Model {
     Spm,          // "llama": <unk> <s> </s>, 256 byte tokens, scored pieces, "▁", space prefix
@@ -29,11 +29,12 @@ struct TokenizerStyle {
     Wpm,          // "bert": BERT's special ids, "▁"-initial and continuation pieces
     Ugm,          // "t5": <pad> </s> <unk>, scored pieces, space prefix
     UgmCharsmap,  // "t5" with test_charsmap_entries() as its map and extra whitespace removed
+    Rwkv,         // "rwkv": <s>, the 256 bytes, learned byte strings, written as Python's repr() writes bytes
   };
   Model model = Model::Spm;
   PreTokenizer pre = PreTokenizer::None;  // Bpe only
 
-  static const TokenizerStyle Spm, SpmGemma, Bpe, BpeLlama3, BpeQwen2, Wpm, Ugm, UgmCharsmap;
+  static const TokenizerStyle Spm, SpmGemma, Bpe, BpeLlama3, BpeQwen2, Wpm, Ugm, UgmCharsmap, Rwkv;
   friend bool operator==(const TokenizerStyle&, const TokenizerStyle&) = default;
 };
 inline const TokenizerStyle TokenizerStyle::Spm{TokenizerStyle::Model::Spm, PreTokenizer::None};
@@ -44,16 +45,17 @@ inline const TokenizerStyle TokenizerStyle::BpeQwen2{TokenizerStyle::Model::Bpe,
 inline const TokenizerStyle TokenizerStyle::Wpm{TokenizerStyle::Model::Wpm, PreTokenizer::None};
 inline const TokenizerStyle TokenizerStyle::Ugm{TokenizerStyle::Model::Ugm, PreTokenizer::None};
 inline const TokenizerStyle TokenizerStyle::UgmCharsmap{TokenizerStyle::Model::UgmCharsmap, PreTokenizer::None};
+inline const TokenizerStyle TokenizerStyle::Rwkv{TokenizerStyle::Model::Rwkv, PreTokenizer::None};
 
 // "spm" (or "llama"), "spm-gemma" (or "gemma"), "bpe" (or "gpt2"),
 // "bpe-NAME" for any tokenizer.ggml.pre name llama.cpp knows (bpe-llama-bpe,
 // bpe-deepseek-v3, bpe-gemma4, ...; bpe-llama3 and bpe-qwen2 too), "wpm" (or
-// "bert"), "ugm" (or "t5") and "ugm-charsmap".
+// "bert"), "ugm" (or "t5"), "ugm-charsmap" and "rwkv".
 TokenizerStyle parse_tokenizer_style(std::string_view name);
 // "spm", "spm-gemma", "bpe-" and the canonical pre-tokenizer name, "wpm",
-// "ugm" or "ugm-charsmap".
+// "ugm", "ugm-charsmap" or "rwkv".
 std::string tokenizer_style_name(TokenizerStyle style);
-// Every style: spm, spm-gemma, one BPE style per pre-tokenizer, wpm, ugm, ugm-charsmap.
+// Every style: spm, spm-gemma, one BPE style per pre-tokenizer, wpm, ugm, ugm-charsmap, rwkv.
 std::vector<TokenizerStyle> all_tokenizer_styles();
 // The smallest n_vocab a style can be generated with.
 int min_vocab_size(TokenizerStyle style);

@@ -161,5 +161,7 @@ inline std::string replace_all(std::string_view text, std::string_view from, std
 // The vocabularies of the WordPiece and Unigram styles (vocab_gen_wordpiece.cpp, vocab_gen_unigram.cpp).
 Vocab build_wordpiece(int n_vocab);
 Vocab build_unigram(int n_vocab);
+// The RWKV style's vocabulary (vocab_gen_rwkv.cpp).
+Vocab build_rwkv(int n_vocab);
 
 }  // namespace loom::vocab_gen
