@@ -36,6 +36,9 @@ sanitizer_env() {
   # use_tls=0 stops it treating TLS as roots; Loom keeps no heap pointers
   # only in thread_local storage, so no leak is hidden or invented by this.
   # scripts/lsan.supp says why each suppression is a false positive.
-  export LSAN_OPTIONS=${LSAN_OPTIONS:-"use_tls=0:suppressions=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lsan.supp"}
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-"halt_on_error=1:second_deadlock_stack=1"}
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-"use_tls=0:suppressions=$here/lsan.supp"}
+  # scripts/tsan.supp says why its suppression is a false positive.
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-"halt_on_error=1:second_deadlock_stack=1:suppressions=$here/tsan.supp"}
 }
