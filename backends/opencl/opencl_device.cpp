@@ -117,7 +117,9 @@ std::unique_ptr<Backend> OpenClDevice::create_backend(const BackendOptions&) {
 }
 
 bool OpenClDevice::offload_op(const Tensor& node) const {
-  return type_ == DeviceType::GPU && node.op == Op::MulMat && node.src[1] && node.src[1]->ne[1] >= 32;
+  if (type_ != DeviceType::GPU || !node.src[1]) return false;
+  if (node.op == Op::MulMat) return node.src[1]->ne[1] >= 32;
+  return node.op == Op::MulMatId && node.src[1]->ne[2] >= 32;  // tokens; only their experts are copied
 }
 
 }  // namespace loom::opencl

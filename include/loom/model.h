@@ -258,6 +258,10 @@ struct SessionStats {
   int64_t graphs_reused = 0;  // micro-batches that ran the kept graph
   int64_t host_ns = 0;        // building/planning graphs and setting inputs (not computing)
   int64_t compute_ns = 0;     // running the graphs, reading the logits
+  // Expert weights in host memory copied to the device running their
+  // mul_mat_id (op offload), and the bytes of experts no token selected,
+  // which stayed behind.
+  uint64_t expert_bytes_copied = 0, expert_bytes_skipped = 0;
   int64_t n_graphs() const { return graphs_built + graphs_reused; }
 };
 

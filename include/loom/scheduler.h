@@ -44,7 +44,8 @@ class Profiler;
 
 struct SchedulerOptions {
   // Op offload: a mul_mat whose weight is in host memory runs on a device
-  // listed before the weight's backend when b has at least this many rows.
+  // listed before the weight's backend when b has at least this many rows
+  // (a mul_mat_id: tokens; only the experts they select are copied).
   // -1: ask each device (Device::offload_op), unless LOOM_OFFLOAD_MIN_BATCH
   // is set; 0: never offload.
   int offload_min_batch = -1;
@@ -149,6 +150,14 @@ class Scheduler {
   // Forgets the plan (and the user assignments if `assignments`).
   void reset(bool assignments = false);
 
+  // mul_mat_id experts in host memory that run on another device: only the
+  // experts a batch selects are copied. Bytes of expert weights copied and
+  // left behind, summed over the computes so far.
+  struct ExpertCopies {
+    uint64_t bytes_copied = 0, bytes_skipped = 0;
+  };
+  const ExpertCopies& expert_copies() const { return expert_copies_; }
+
   struct Plan;  // src/sched
 
  private:
@@ -156,6 +165,7 @@ class Scheduler {
   void place_from_plan(Graph& graph);
   void run(Graph& graph, bool wait);
   void copy_input_synchronously(const Tensor& src, Tensor& dst, size_t b, size_t s);
+  void copy_used_experts(size_t ids, const Tensor& src, Tensor& dst, size_t b);
   void wait_pending_reads_of(size_t backend, size_t dst);  // dst == SIZE_MAX: the host waits
   void wait_all_pending_reads();
   void publish_report();
@@ -171,6 +181,7 @@ class Scheduler {
   std::unique_ptr<Runtime> rt_;
   SchedReport report_;  // published when a plan is built; reuse updates the counters
   size_t n_builds_ = 0, n_reuses_ = 0;
+  ExpertCopies expert_copies_;
   std::string rebuild_reason_;
 };
 

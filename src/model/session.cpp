@@ -340,7 +340,10 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     stats_.host_ns += elapsed_ns(host_start);
     // The logits are read in the same stream as the graph: a remote device
     // sends them in the reply of its compute call.
+    const Scheduler::ExpertCopies experts_before = scheduler_->expert_copies();
     scheduler_->compute_async(g.graph);
+    stats_.expert_bytes_copied += scheduler_->expert_copies().bytes_copied - experts_before.bytes_copied;
+    stats_.expert_bytes_skipped += scheduler_->expert_copies().bytes_skipped - experts_before.bytes_skipped;
     std::vector<float> logits;
     const bool plain = g.logits->type == DType::F32 && g.logits->is_contiguous();
     if (wanted_any && plain) {

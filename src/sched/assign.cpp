@@ -12,10 +12,6 @@
 namespace loom::sched_detail {
 namespace {
 
-bool is_weight_memory(const Tensor& root) {
-  return (root.flags & kFlagWeight) || (root.buffer && root.buffer->usage() == BufferUsage::Weights);
-}
-
 class Assigner {
  public:
   Assigner(Scheduler::Plan& plan, const AssignContext& ctx) : p_(plan), ctx_(ctx) {}
@@ -105,12 +101,13 @@ class Assigner {
     }
   }
 
+  // mul_mat by its columns, mul_mat_id by its tokens.
   bool offload_wanted(size_t b, const Tensor& node) const {
-    if (node.op != Op::MulMat || !node.src[1]) return false;
+    if ((node.op != Op::MulMat && node.op != Op::MulMatId) || !node.src[1]) return false;
     const int threshold = ctx_.offload_threshold[b];
     if (threshold == 0) return false;
     if (threshold < 0) return device(b).offload_op(node);
-    return node.src[1]->ne[1] >= threshold;
+    return node.src[1]->ne[node.op == Op::MulMatId ? 2 : 1] >= threshold;
   }
 
   void pin_node(size_t i) {

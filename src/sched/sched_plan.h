@@ -24,6 +24,11 @@ inline constexpr size_t kNone = std::numeric_limits<size_t>::max();
 inline Tensor* root_of(Tensor* t) { return t->view_src ? t->view_src : t; }
 inline const Tensor* root_of(const Tensor* t) { return t->view_src ? t->view_src : t; }
 
+// Model weights: flagged so, or in a buffer allocated for weights.
+inline bool is_weight_memory(const Tensor& root) {
+  return (root.flags & kFlagWeight) || (root.buffer && root.buffer->usage() == BufferUsage::Weights);
+}
+
 // One copy of a tensor into a backend's memory, made by the first split on
 // that backend that reads it.
 struct InputCopy {
@@ -31,6 +36,10 @@ struct InputCopy {
   size_t backend = 0;           // destination backend
   size_t split = 0;             // split that makes it
   std::vector<Tensor*> copies;  // one per copy set, owned by the plan's context
+  // mul_mat_id experts in host weight memory: the tensor index of the ids
+  // that select them. Only the experts those ids use are copied (the ids are
+  // made by an earlier split: the mul_mat_id starts its split). kNone: all.
+  size_t expert_ids = kNone;
 };
 
 // Node `node` reads copy `copy` in operand slot `slot` while its split runs.

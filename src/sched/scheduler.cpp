@@ -325,6 +325,12 @@ void Scheduler::run(Graph& graph, bool wait) {
       Tensor& src = *p.tensors[in.source];
       Tensor& dst = *in.copies[set];
       const size_t s = p.backend[src.view_src ? p.index.at(src.view_src) : in.source];
+      if (in.expert_ids != kNone) {
+        const int64_t start = prof ? Profiler::now_ns() : 0;
+        copy_used_experts(in.expert_ids, src, dst, b);
+        if (prof) prof->add_copy(src, dst, start, Profiler::now_ns());
+        continue;
+      }
       if (prof) {
         const int64_t start = Profiler::now_ns();
         copy_input_synchronously(src, dst, b, s);
@@ -370,6 +376,48 @@ void Scheduler::run(Graph& graph, bool wait) {
   }
   if (prof) prof->end_graph();
   if (wait) synchronize();
+}
+
+// Experts `src` (host weights, [K, M, n_expert]) for a mul_mat_id on
+// backend b: reads the ids (tensor index `ids`, made by an earlier split),
+// then copies each run of consecutive experts they select. The others keep
+// whatever bytes they had: the mul_mat_id reads only selected experts.
+void Scheduler::copy_used_experts(size_t ids, const Tensor& src, Tensor& dst, size_t b) {
+  Plan& p = *plan_;
+  const Tensor& t = *p.tensors[ids];
+  if (const size_t s = p.backend[t.view_src ? p.index.at(t.view_src) : ids]; s != kNone) {
+    backends_[s]->synchronize();
+    rt_->busy[s] = 0;
+  }
+  const size_t span = static_cast<size_t>((t.ne[1] - 1) * t.nb[1] + (t.ne[0] - 1) * t.nb[0]) + sizeof(int32_t);
+  std::vector<uint8_t> raw(span);
+  tensor_get(t, raw.data(), 0, span);
+  const int64_t n_expert = src.ne[2];
+  std::vector<uint8_t> used(static_cast<size_t>(n_expert), 0);
+  for (int64_t j = 0; j < t.ne[1]; ++j)
+    for (int64_t i = 0; i < t.ne[0]; ++i) {
+      int32_t id = 0;
+      std::memcpy(&id, raw.data() + j * t.nb[1] + i * t.nb[0], sizeof(id));
+      if (id < 0 || id >= n_expert)
+        fail("scheduler: {} selects expert {} of {} {}, which has {} experts", tensor_label(t), id,
+             tensor_label(src), src.shape_string(), n_expert);
+      used[static_cast<size_t>(id)] = 1;
+    }
+  const size_t expert_bytes = src.nb[2];
+  Backend& be = *backends_[b];
+  for (int64_t e = 0; e < n_expert;) {
+    int64_t end = e;
+    while (end < n_expert && used[static_cast<size_t>(end)] == used[static_cast<size_t>(e)]) ++end;
+    const size_t bytes = static_cast<size_t>(end - e) * expert_bytes;
+    if (used[static_cast<size_t>(e)]) {
+      const size_t offset = static_cast<size_t>(e) * expert_bytes;
+      be.set_tensor_async(dst, static_cast<const uint8_t*>(src.data) + offset, offset, bytes);
+      expert_copies_.bytes_copied += bytes;
+    } else {
+      expert_copies_.bytes_skipped += bytes;
+    }
+    e = end;
+  }
 }
 
 // A profiled copy: the same paths as an unprofiled one (the destination's

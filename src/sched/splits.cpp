@@ -13,30 +13,41 @@ void build_splits(Scheduler::Plan& plan, const AssignContext& ctx, int n_copies)
   plan.splits.clear();
   plan.inputs.clear();
   std::map<std::pair<const Tensor*, size_t>, size_t> copy_of;  // (tensor, backend) -> input copy
+  auto needs_copy = [&](const Tensor& node, int j, size_t b) {
+    const BufferType* type = memory_type(plan, ctx, plan.index.at(node.src[j]));
+    return !type || !ctx.backends[b]->device().supports_operand(node, j, *type);
+  };
+  // A mul_mat_id whose experts are host weights copied to its backend starts
+  // a split, so that its ids are known before the copy (copy_used_experts).
+  auto copies_experts = [&](const Tensor& node, size_t b) {
+    if (node.op != Op::MulMatId || copy_of.count({node.src[0], b}) || !needs_copy(node, 0, b)) return false;
+    const Tensor& root = *root_of(node.src[0]);
+    return root.buffer && root.buffer->type().is_host() && is_weight_memory(root) && !node.src[0]->view_src;
+  };
   for (size_t i = plan.n_leafs; i < plan.tensors.size(); ++i) {
     if (!plan.computes[i]) continue;
     const size_t b = plan.backend[i];
-    if (plan.splits.empty() || plan.splits.back().backend != b) {
+    Tensor* node = plan.tensors[i];
+    const bool experts = copies_experts(*node, b);
+    if (plan.splits.empty() || plan.splits.back().backend != b || experts) {
       plan.splits.emplace_back();
       plan.splits.back().backend = b;
     }
     Split& split = plan.splits.back();
     const size_t k = plan.splits.size() - 1;
     split.nodes.push_back(i);
-    Device& device = ctx.backends[b]->device();
-    Tensor* node = plan.tensors[i];
     for (int j = 0; j < kMaxSrc; ++j) {
       Tensor* s = node->src[j];
       if (!s) continue;
       const size_t si = plan.index.at(s);
-      const BufferType* type = memory_type(plan, ctx, si);
-      if (type && device.supports_operand(*node, j, *type)) continue;
+      if (!needs_copy(*node, j, b)) continue;
       auto [it, added] = copy_of.try_emplace({s, b}, plan.inputs.size());
       if (added) {
         InputCopy in;
         in.source = si;
         in.backend = b;
         in.split = k;
+        if (j == 0 && experts) in.expert_ids = plan.index.at(node->src[2]);
         for (int c = 0; c < n_copies; ++c) {
           Tensor* copy = plan.copies.new_node();
           copy->type = s->type;
@@ -56,6 +67,15 @@ void build_splits(Scheduler::Plan& plan, const AssignContext& ctx, int n_copies)
       split.rewrites.push_back({i, j, it->second});
     }
   }
+  // Partial expert copies only where every reader is a mul_mat_id with the same ids.
+  for (const Split& split : plan.splits)
+    for (const Rewrite& r : split.rewrites) {
+      InputCopy& in = plan.inputs[r.copy];
+      const Tensor& node = *plan.tensors[r.node];
+      if (in.expert_ids != kNone &&
+          (node.op != Op::MulMatId || r.slot != 0 || plan.index.at(node.src[2]) != in.expert_ids))
+        in.expert_ids = kNone;
+    }
   for (Split& split : plan.splits) {
     split.graph = Graph();
     for (size_t i : split.nodes) split.graph.nodes().push_back(plan.tensors[i]);

@@ -303,6 +303,51 @@ TEST_P(MoePlacement, ExpertsGoWhereAskedWithTheCpuResults) {
   std::filesystem::remove(path);
 }
 
+// --cpu-moe with the rest on a device and mul_mat_id offloaded to it (as a
+// GPU does for large batches): only the experts the tokens select are
+// copied, and the results stay the CPU's.
+TEST_P(MoePlacement, OffloadedExpertsCopyOnlyTheSelectedOnes) {
+  REQUIRE_DEVICES_OF(GetParam(), 1);
+  const std::string path = temp_model("expert_copy");
+  write_random_model(moe_spec("qwen3moe"), DType::F32, 9, path);  // 6 experts, 3 used per token
+  const std::vector<int32_t> prompt = {1, 40, 41, 42, 7, 99, 5};
+  auto run = [&](const PlacementOptions& p, SessionStats* prompt_stats, SessionStats* token_stats) {
+    auto m = Model::load(path, devices(), {.placement = p});
+    Session s(*m, {.n_ctx = 16});
+    auto logits = s.decode(prompt, true);
+    if (prompt_stats) *prompt_stats = s.stats();
+    s.reset_stats();
+    const std::vector<int32_t> token = {17};
+    const auto next = s.decode(token, false);
+    logits.insert(logits.end(), next.begin(), next.end());
+    if (token_stats) *token_stats = s.stats();
+    return logits;
+  };
+  const auto cpu = run({}, nullptr, nullptr);
+  const char* before = std::getenv("LOOM_OFFLOAD_MIN_BATCH");
+  const std::string saved = before ? before : "";
+  ::setenv("LOOM_OFFLOAD_MIN_BATCH", "1", 1);
+  SessionStats prompt_stats, token_stats;
+  const auto got = run({.n_gpu_layers = 3, .split_mode = SplitMode::None,
+                        .overrides = {{"\\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"}}},
+                       &prompt_stats, &token_stats);
+  if (before) ::setenv("LOOM_OFFLOAD_MIN_BATCH", saved.c_str(), 1);
+  else ::unsetenv("LOOM_OFFLOAD_MIN_BATCH");
+  // One token selects 3 of the 6 experts of each expert tensor: half its
+  // bytes go; the prompt's tokens select some or all of them.
+  EXPECT_GT(token_stats.expert_bytes_copied, 0u);
+  EXPECT_EQ(token_stats.expert_bytes_copied, token_stats.expert_bytes_skipped);
+  EXPECT_EQ(prompt_stats.expert_bytes_copied + prompt_stats.expert_bytes_skipped,
+            token_stats.expert_bytes_copied + token_stats.expert_bytes_skipped);
+  EXPECT_GT(prompt_stats.expert_bytes_copied, token_stats.expert_bytes_copied);
+  ASSERT_EQ(got.size(), cpu.size());
+  const auto [lo, hi] = std::minmax_element(cpu.begin(), cpu.end());
+  double err = 0.0;
+  for (size_t i = 0; i < cpu.size(); ++i) err = std::max(err, static_cast<double>(std::fabs(got[i] - cpu[i])));
+  EXPECT_LT(err / (*hi - *lo), 1e-4);
+  std::filesystem::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fake, MoePlacement, ::testing::Values(test::DeviceKind::Fake));
 INSTANTIATE_TEST_SUITE_P(OpenCL, MoePlacement, ::testing::Values(test::DeviceKind::OpenCL));
 
