@@ -13,26 +13,13 @@
 #include "loom/gguf.h"
 #include "loom/tokenizer.h"
 #include "model_gen/vocab_gen.h"
+#include "support/temp_tokenizer.h"
 #include "tokenizer_internal.h"
 
 namespace loom {
 namespace {
 
-std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("loom_rwkv_" + std::to_string(::getpid()) + "_" + name + ".gguf"))
-          .string();
-  w.write(path);
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ignored;
-      std::filesystem::remove(path, ignored);
-    }
-  } remove{path};
-  auto file = gguf::File::open(path);
-  return Tokenizer::from_gguf(*file);
-}
+using test::load_tokenizer;
 
 // <s>, then the given texts (escaped as the file holds them), all normal.
 gguf::Writer rwkv_vocab(const std::vector<std::string>& texts) {
@@ -61,7 +48,7 @@ TEST(RwkvTokenizer, TokenTextsArePythonBytesEscapes) {
 }
 
 TEST(RwkvTokenizer, CutsTheLongestTokenAtEachPosition) {
-  auto tok = load(rwkv_vocab({"a", "b", "c", "ab", "abc", "bc", " ", "\\n", "\\xc3\\xa9", "\\xc3"}), "greedy");
+  auto tok = load_tokenizer(rwkv_vocab({"a", "b", "c", "ab", "abc", "bc", " ", "\\n", "\\xc3\\xa9", "\\xc3"}), "greedy");
   EXPECT_EQ(tok->kind(), TokenizerKind::Rwkv);
   // "abc" beats "ab"; then "ab" (no "abca").
   EXPECT_EQ(tok->encode("abcab", false, false), (std::vector<int32_t>{5, 4}));
@@ -75,7 +62,7 @@ TEST(RwkvTokenizer, CutsTheLongestTokenAtEachPosition) {
 }
 
 TEST(RwkvTokenizer, HasLlamaCppsDefaults) {
-  auto tok = load(rwkv_vocab({"a"}), "defaults");
+  auto tok = load_tokenizer(rwkv_vocab({"a"}), "defaults");
   EXPECT_FALSE(tok->add_bos());
   EXPECT_FALSE(tok->add_eos());
   EXPECT_EQ(tok->bos(), Tokenizer::kNoToken);
@@ -90,15 +77,15 @@ TEST(RwkvTokenizer, HasLlamaCppsDefaults) {
 TEST(RwkvTokenizer, AByteWithoutATokenIsAnErrorOrTheUnknownToken) {
   gguf::Writer w = rwkv_vocab({"a", "b"});
   try {
-    load(w, "no_byte")->encode("abx", false, false);
+    load_tokenizer(w, "no_byte")->encode("abx", false, false);
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("byte 0x78 at offset 2"), std::string::npos) << what;
-    EXPECT_NE(what.find("loom_rwkv_"), std::string::npos) << what;  // the file
+    EXPECT_NE(what.find("loom_tok_"), std::string::npos) << what;  // the file
   }
   w.set("tokenizer.ggml.unknown_token_id", gguf::Value::u32(0));
-  EXPECT_EQ(load(w, "unk")->encode("axb", false, false), (std::vector<int32_t>{1, 0, 2}));
+  EXPECT_EQ(load_tokenizer(w, "unk")->encode("axb", false, false), (std::vector<int32_t>{1, 0, 2}));
 }
 
 TEST(GeneratedVocab, RwkvStyleRoundTrips) {
@@ -106,7 +93,7 @@ TEST(GeneratedVocab, RwkvStyleRoundTrips) {
     SCOPED_TRACE(n_vocab);
     gguf::Writer w;
     write_tokenizer_metadata(w, TokenizerStyle::Rwkv, n_vocab);
-    auto tok = load(w, "gen");
+    auto tok = load_tokenizer(w, "gen");
     EXPECT_EQ(tok->n_vocab(), n_vocab);
     const std::string text = "Hello, world! \xC3\xA9t\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC\t\\'\"\n12345 the loom";
     const std::vector<int32_t> ids = tok->encode(text, false, false);

@@ -13,6 +13,7 @@
 #include "loom/gguf.h"
 #include "loom/tokenizer.h"
 #include "model_gen/vocab_gen.h"
+#include "support/temp_tokenizer.h"
 
 namespace loom {
 namespace {
@@ -21,8 +22,7 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("loom_tok_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
-// Removes a temporary file when it goes out of scope, whether the test
-// passed, failed or the load threw.
+// Removes a temporary file when it goes out of scope.
 struct TempFile {
   std::string path;
   ~TempFile() {
@@ -31,22 +31,8 @@ struct TempFile {
   }
 };
 
-// Writes `w` to a temporary file and loads its tokenizer.
-std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  const TempFile file_path{temp_path(name + ".gguf")};
-  w.write(file_path.path);
-  auto file = gguf::File::open(file_path.path);
-  return Tokenizer::from_gguf(*file);
-}
-
-std::string load_error(const gguf::Writer& w, const std::string& name) {
-  try {
-    load(w, name);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::load_tokenizer;
+using test::tokenizer_load_error;
 
 const std::string kSpace = "\xE2\x96\x81";  // U+2581
 
@@ -82,18 +68,18 @@ constexpr int32_t kFirstPiece = 259;
 TEST(SpmTokenizer, HigherScoreMergesFirst) {
   // "abc" -> "▁abc": pairs ab and bc both exist; the higher score wins.
   {
-    auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -1}, {"bc", -2}}), "spm_ab");
+    auto tok = load_tokenizer(spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -1}, {"bc", -2}}), "spm_ab");
     EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 4, kFirstPiece + 3}));
   }
   {
-    auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -2}, {"bc", -1}}), "spm_bc");
+    auto tok = load_tokenizer(spm_vocab({{kSpace, -5}, {"a", -9}, {"b", -9}, {"c", -9}, {"ab", -2}, {"bc", -1}}), "spm_bc");
     EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kFirstPiece + 5}));
   }
 }
 
 TEST(SpmTokenizer, MergesChainAndTiesGoLeft) {
   // ▁ a b c, then "abc" from "a"+"bc", then "▁abc" from "▁"+"abc".
-  auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}, {"bc", -1}, {"abc", -2}, {kSpace + "abc", -3}, {"aa", -4}}),
+  auto tok = load_tokenizer(spm_vocab({{kSpace, -5}, {"a", -9}, {"bc", -1}, {"abc", -2}, {kSpace + "abc", -3}, {"aa", -4}}),
                   "spm_chain");
   EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{kFirstPiece + 4}));
   // "aaa": both "aa" pairs score the same; the left one merges.
@@ -101,7 +87,7 @@ TEST(SpmTokenizer, MergesChainAndTiesGoLeft) {
 }
 
 TEST(SpmTokenizer, ByteFallbackAndSpaces) {
-  auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}}), "spm_bytes");
+  auto tok = load_tokenizer(spm_vocab({{kSpace, -5}, {"a", -9}}), "spm_bytes");
   // 'é' is not a piece: its two UTF-8 bytes become byte tokens (3 + byte).
   EXPECT_EQ(tok->encode("a\xC3\xA9", false, false),
             (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, 3 + 0xC3, 3 + 0xA9}));
@@ -114,7 +100,7 @@ TEST(SpmTokenizer, ByteFallbackAndSpaces) {
 }
 
 TEST(SpmTokenizer, BosAndSpecialTokens) {
-  auto tok = load(spm_vocab({{kSpace, -5}, {"a", -9}}), "spm_special");
+  auto tok = load_tokenizer(spm_vocab({{kSpace, -5}, {"a", -9}}), "spm_special");
   EXPECT_EQ(tok->bos(), 1);
   EXPECT_EQ(tok->eos(), 2);
   EXPECT_TRUE(tok->add_bos());
@@ -154,7 +140,7 @@ gguf::Writer special_vocab(const std::string& name, const std::string& arch) {
 TEST(SpecialTokens, Phi3TokensStripTheWhiteSpaceOnTheirRight) {
   // llama.cpp picks this by model name: "<|user|>\n a" is <|user|> then
   // "a" with SPM's space prefix, and nothing is left after "<|end|>\n".
-  auto phi3 = load(special_vocab("Phi3 Mini", "phi3"), "phi3");
+  auto phi3 = load_tokenizer(special_vocab("Phi3 Mini", "phi3"), "phi3");
   EXPECT_EQ(phi3->encode("<|user|>\n a<|end|>\n", false, true),
             (std::vector<int32_t>{kUser, kFirstPiece, kFirstPiece + 1, kEnd}));
   // Except <|endoftext|>, <s> and <unk>.
@@ -162,23 +148,23 @@ TEST(SpecialTokens, Phi3TokensStripTheWhiteSpaceOnTheirRight) {
             (std::vector<int32_t>{kEndOfText, kFirstPiece, 3 + '\n', kFirstPiece + 1}));
   EXPECT_EQ(phi3->encode("<s> a", false, true), (std::vector<int32_t>{1, kFirstPiece, kFirstPiece, kFirstPiece + 1}));
   // Another model name keeps the white space.
-  auto other = load(special_vocab("Llama", "llama"), "not_phi3");
+  auto other = load_tokenizer(special_vocab("Llama", "llama"), "not_phi3");
   EXPECT_EQ(other->encode("<|user|>\n a", false, true),
             (std::vector<int32_t>{kUser, kFirstPiece, 3 + '\n', kFirstPiece, kFirstPiece + 1}));
 }
 
 TEST(SpecialTokens, MaskStripsTheWhiteSpaceOnItsLeftForNomicBertMoe) {
-  auto nomic = load(special_vocab("Nomic", "nomic-bert-moe"), "nomic");
+  auto nomic = load_tokenizer(special_vocab("Nomic", "nomic-bert-moe"), "nomic");
   EXPECT_EQ(nomic->encode("a \t<mask>b", false, false),
             (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kMask, kFirstPiece, kFirstPiece + 2}));
-  auto other = load(special_vocab("Llama", "llama"), "no_lstrip");
+  auto other = load_tokenizer(special_vocab("Llama", "llama"), "no_lstrip");
   EXPECT_EQ(other->encode("a \t<mask>b", false, false),
             (std::vector<int32_t>{kFirstPiece, kFirstPiece + 1, kFirstPiece, 3 + '\t', kMask, kFirstPiece,
                                   kFirstPiece + 2}));
 }
 
 TEST(SpecialTokens, ControlLookingTokensBecomeControlTokens) {
-  auto tok = load(special_vocab("Llama", "llama"), "control_looking");
+  auto tok = load_tokenizer(special_vocab("Llama", "llama"), "control_looking");
   // <|end|> ends generation, so llama.cpp makes it a control token even
   // though the file says user-defined: plain text without parse_special.
   EXPECT_TRUE(tok->is_eog(kEnd));
@@ -199,7 +185,7 @@ TEST(SpecialTokens, ControlLookingTokensBecomeControlTokens) {
 TEST(SpecialTokens, FimIdsFromTheFileWinOverTheTexts) {
   gguf::Writer w = special_vocab("Llama", "llama");
   w.set("tokenizer.ggml.fim_pad_token_id", gguf::Value::u32(kFirstPiece + 2));  // "b"
-  auto tok = load(w, "fim_ids");
+  auto tok = load_tokenizer(w, "fim_ids");
   EXPECT_TRUE(tok->is_eog(kFirstPiece + 2));
   EXPECT_FALSE(tok->is_eog(kFimPad));
   EXPECT_EQ(tok->token_to_piece(kFirstPiece + 2, false), "b");  // its type stays normal
@@ -246,7 +232,7 @@ gguf::Writer bpe_vocab(const std::vector<std::string>& merges, const std::string
 
 TEST(BpeTokenizer, LowestRankMergesFirst) {
   // "hello": ll (rank 0) before he (rank 1), then he+ll, then hell+o.
-  auto tok = load(bpe_vocab({"l l", "h e", "he ll", "hell o", "\xC4\xA0 w", "o r", "\xC4\xA0w or", "a a"}), "bpe_rank");
+  auto tok = load_tokenizer(bpe_vocab({"l l", "h e", "he ll", "hell o", "\xC4\xA0 w", "o r", "\xC4\xA0w or", "a a"}), "bpe_rank");
   EXPECT_EQ(tok->encode("hello", false, false), (std::vector<int32_t>{259}));
   // " world" is one pre-token: Ġw + or -> Ġwor, then l, d as bytes.
   EXPECT_EQ(tok->encode("hello world", false, false), (std::vector<int32_t>{259, 262, 'l', 'd'}));
@@ -259,7 +245,7 @@ TEST(BpeTokenizer, LowestRankMergesFirst) {
 }
 
 TEST(BpeTokenizer, BytesMapToPrintableSymbols) {
-  auto tok = load(bpe_vocab({}), "bpe_bytes");
+  auto tok = load_tokenizer(bpe_vocab({}), "bpe_bytes");
   // Space is byte 0x20 -> 'Ġ' (U+0120); newline -> 'Ċ'; each maps back.
   EXPECT_EQ(tok->token_text(' '), "\xC4\xA0");
   EXPECT_EQ(tok->token_text('\n'), "\xC4\x8A");
@@ -272,7 +258,7 @@ TEST(BpeTokenizer, BytesMapToPrintableSymbols) {
 }
 
 TEST(BpeTokenizer, SpecialTokensAndCleanUp) {
-  auto tok = load(bpe_vocab({}), "bpe_special");
+  auto tok = load_tokenizer(bpe_vocab({}), "bpe_special");
   const int32_t eot = 256;
   EXPECT_EQ(tok->encode("a<|endoftext|>b", false, true), (std::vector<int32_t>{'a', eot, 'b'}));
   EXPECT_EQ(tok->encode("<|endoftext|>", false, false).size(), 13u);  // as text
@@ -281,15 +267,15 @@ TEST(BpeTokenizer, SpecialTokensAndCleanUp) {
   // punctuation and contractions; "qwen2" ones keep the text as it is.
   const std::string text = "a . b , c ' d 's";
   EXPECT_EQ(tok->decode(tok->encode(text, false, false)), "a. b, c'd's");
-  auto qwen = load(bpe_vocab({}, "qwen2"), "bpe_qwen");
+  auto qwen = load_tokenizer(bpe_vocab({}, "qwen2"), "bpe_qwen");
   EXPECT_EQ(qwen->decode(qwen->encode(text, false, false)), text);
 }
 
 TEST(BpeTokenizer, Llama3TakesWholeWordsFromTheVocabulary) {
   // "abc" is a token that no merge reaches: gpt-2 merges a+b and stops,
   // llama-bpe finds the whole word in the vocabulary first.
-  auto gpt2 = load(bpe_vocab({"a b"}, "gpt-2", {"abc"}), "bpe_gpt2_whole");
-  auto llama3 = load(bpe_vocab({"a b"}, "llama-bpe", {"abc"}), "bpe_llama3_whole");
+  auto gpt2 = load_tokenizer(bpe_vocab({"a b"}, "gpt-2", {"abc"}), "bpe_gpt2_whole");
+  auto llama3 = load_tokenizer(bpe_vocab({"a b"}, "llama-bpe", {"abc"}), "bpe_llama3_whole");
   EXPECT_EQ(gpt2->encode("abc", false, false), (std::vector<int32_t>{256, 'c'}));
   EXPECT_EQ(llama3->encode("abc", false, false), (std::vector<int32_t>{257}));
   EXPECT_TRUE(llama3->add_bos());
@@ -416,7 +402,7 @@ TEST(PreTokenizer, EveryLlamaCppNameLoads) {
     gguf::Writer w = bpe_vocab({});
     w.set("tokenizer.ggml.pre", gguf::Value::string(c.name));
     w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(0));
-    auto tok = load(w, "pre_name");
+    auto tok = load_tokenizer(w, "pre_name");
     EXPECT_EQ(tok->pre_tokenizer(), c.pre);
     EXPECT_EQ(tok->add_bos(), c.add_bos);
   }
@@ -429,7 +415,7 @@ TEST(PreTokenizer, EveryLlamaCppNameLoads) {
 TEST(GeneratedVocab, Gemma4StyleEscapesSpacesAndFallsBackToBytes) {
   gguf::Writer w;
   write_tokenizer_metadata(w, parse_tokenizer_style("bpe-gemma4"), 1000);
-  auto tok = load(w, "gemma4");
+  auto tok = load_tokenizer(w, "gemma4");
   EXPECT_TRUE(tok->add_bos());
   // Spaces are U+2581 inside tokens; a character outside the vocabulary
   // becomes its UTF-8 bytes as <0xXX> tokens.
@@ -444,7 +430,7 @@ TEST(GeneratedVocab, Gemma4StyleEscapesSpacesAndFallsBackToBytes) {
 TEST(GeneratedVocab, GemmaSpmHasNoSpacePrefix) {
   gguf::Writer w;
   write_tokenizer_metadata(w, TokenizerStyle::SpmGemma, 1000);
-  auto tok = load(w, "gemma_spm");
+  auto tok = load_tokenizer(w, "gemma_spm");
   EXPECT_FALSE(tok->add_space_prefix());
   EXPECT_EQ(tok->token_text(tok->bos()), "<bos>");
   EXPECT_EQ(tok->token_text(tok->eos()), "<eos>");
@@ -487,7 +473,7 @@ TEST(GeneratedVocab, RoundTripsAndIsExact) {
       SCOPED_TRACE(fmt::format("{} {}", tokenizer_style_name(style), n_vocab));
       gguf::Writer w;
       write_tokenizer_metadata(w, style, n_vocab);
-      auto tok = load(w, "gen");
+      auto tok = load_tokenizer(w, "gen");
       EXPECT_EQ(tok->n_vocab(), n_vocab);
       EXPECT_NE(tok->bos(), Tokenizer::kNoToken);
       EXPECT_NE(tok->eos(), Tokenizer::kNoToken);
@@ -539,48 +525,48 @@ TEST(TokenizerErrors, NameTheFileAndKey) {
   {
     gguf::Writer w = spm_vocab({});
     w.set("tokenizer.ggml.model", gguf::Value::string("plamo2"));
-    const std::string e = load_error(w, "bad_model");
+    const std::string e = tokenizer_load_error(w, "bad_model");
     EXPECT_NE(e.find("tokenizer.ggml.model = 'plamo2' is not supported (supported: llama, gpt2, gemma4, bert, t5, rwkv)"),
               std::string::npos)
         << e;
-    EXPECT_NE(e.find("loom_tok_test_"), std::string::npos) << e;  // the file
+    EXPECT_NE(e.find("loom_tok_"), std::string::npos) << e;  // the file
   }
   {
     gguf::Writer w = spm_vocab({{"a", -1}});
     w.set("tokenizer.ggml.scores", gguf::Value::f32s({0, 0, 0}));
-    const std::string e = load_error(w, "bad_scores");
+    const std::string e = tokenizer_load_error(w, "bad_scores");
     EXPECT_NE(e.find("tokenizer.ggml.scores has 3 entries"), std::string::npos) << e;
   }
   {
     gguf::Writer w = spm_vocab({});
     w.set("tokenizer.ggml.token_type", gguf::Value::i32s({1}));
-    EXPECT_NE(load_error(w, "bad_types").find("tokenizer.ggml.token_type"), std::string::npos);
+    EXPECT_NE(tokenizer_load_error(w, "bad_types").find("tokenizer.ggml.token_type"), std::string::npos);
   }
   {
     gguf::Writer w = spm_vocab({{"a", -1}, {"a", -2}});
-    EXPECT_NE(load_error(w, "dup").find("appears twice"), std::string::npos);
+    EXPECT_NE(tokenizer_load_error(w, "dup").find("appears twice"), std::string::npos);
   }
   {
     gguf::Writer w = spm_vocab({});
     w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(100000));
-    EXPECT_NE(load_error(w, "bad_bos").find("tokenizer.ggml.bos_token_id = 100000"), std::string::npos);
+    EXPECT_NE(tokenizer_load_error(w, "bad_bos").find("tokenizer.ggml.bos_token_id = 100000"), std::string::npos);
   }
   {
     gguf::Writer w;
     w.set("general.architecture", gguf::Value::string("llama"));
-    EXPECT_NE(load_error(w, "no_model").find("tokenizer.ggml.model"), std::string::npos);
+    EXPECT_NE(tokenizer_load_error(w, "no_model").find("tokenizer.ggml.model"), std::string::npos);
   }
   {
     gguf::Writer w = bpe_vocab({});
     w.set("tokenizer.ggml.pre", gguf::Value::string("no-such-pre"));
-    const std::string e = load_error(w, "bad_pre");
+    const std::string e = tokenizer_load_error(w, "bad_pre");
     EXPECT_NE(e.find("tokenizer.ggml.pre = 'no-such-pre'"), std::string::npos) << e;
-    EXPECT_NE(e.find("loom_tok_test_"), std::string::npos) << e;  // the file
+    EXPECT_NE(e.find("loom_tok_"), std::string::npos) << e;  // the file
   }
   {
     gguf::Writer w = bpe_vocab({});
     w.set("tokenizer.ggml.merges", gguf::Value::i32s({1}));
-    EXPECT_NE(load_error(w, "bad_merges").find("tokenizer.ggml.merges"), std::string::npos);
+    EXPECT_NE(tokenizer_load_error(w, "bad_merges").find("tokenizer.ggml.merges"), std::string::npos);
   }
   {
     // Regression (issue 18): a byte token <0xZZ> made piece() throw std::invalid_argument.
@@ -588,10 +574,10 @@ TEST(TokenizerErrors, NameTheFileAndKey) {
     std::vector<int32_t> types(kFirstPiece + 1, 6);
     types[0] = 2, types[1] = types[2] = 3;
     w.set("tokenizer.ggml.token_type", gguf::Value::i32s(types));
-    const std::string e = load_error(w, "bad_byte");
+    const std::string e = tokenizer_load_error(w, "bad_byte");
     EXPECT_NE(e.find("token 259 has type byte but its text '<0xZZ>' is not <0xHH>"), std::string::npos) << e;
   }
-  auto tok = load(spm_vocab({}), "range");
+  auto tok = load_tokenizer(spm_vocab({}), "range");
   EXPECT_THROW(tok->token_to_piece(259), Error);
   EXPECT_THROW(tok->token_to_piece(-1), Error);
 }

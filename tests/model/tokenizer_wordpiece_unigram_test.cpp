@@ -14,36 +14,15 @@
 #include "loom/gguf.h"
 #include "loom/tokenizer.h"
 #include "model_gen/vocab_gen.h"
+#include "support/temp_tokenizer.h"
 
 namespace loom {
 namespace {
 
 const std::string kSpace = "\xE2\x96\x81";  // U+2581
 
-std::unique_ptr<Tokenizer> load(const gguf::Writer& w, const std::string& name) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("loom_wpm_ugm_" + std::to_string(::getpid()) + "_" + name + ".gguf"))
-          .string();
-  w.write(path);
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ignored;
-      std::filesystem::remove(path, ignored);
-    }
-  } remove{path};
-  auto file = gguf::File::open(path);
-  return Tokenizer::from_gguf(*file);
-}
-
-std::string load_error(const gguf::Writer& w, const std::string& name) {
-  try {
-    load(w, name);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::load_tokenizer;
+using test::tokenizer_load_error;
 
 // BERT's layout: [PAD], [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102,
 // [MASK] 103, then the pieces from id 104 on. No special ids are written:
@@ -82,7 +61,7 @@ enum : int32_t {
 constexpr int32_t kUnk = 100, kCls = 101, kSep = 102;
 
 TEST(WordPieceTokenizer, DefaultsAreBerts) {
-  auto tok = load(wpm_vocab(kWpmPieces), "wpm_defaults");
+  auto tok = load_tokenizer(wpm_vocab(kWpmPieces), "wpm_defaults");
   EXPECT_EQ(tok->kind(), TokenizerKind::Wpm);
   EXPECT_EQ(tok->bos(), kCls);
   EXPECT_EQ(tok->sep(), kSep);
@@ -95,7 +74,7 @@ TEST(WordPieceTokenizer, DefaultsAreBerts) {
 }
 
 TEST(WordPieceTokenizer, GreedyLongestMatchFromTheLeft) {
-  auto tok = load(wpm_vocab(kWpmPieces), "wpm_greedy");
+  auto tok = load_tokenizer(wpm_vocab(kWpmPieces), "wpm_greedy");
   // ▁unaff is longer than ▁un, then "able" (not "aff"...).
   EXPECT_EQ(tok->encode("unaffable", false, false), (std::vector<int32_t>{kUnaff, kAble}));
   // ▁able is a whole-word piece; after ▁ab the rest is "le".
@@ -104,7 +83,7 @@ TEST(WordPieceTokenizer, GreedyLongestMatchFromTheLeft) {
 }
 
 TEST(WordPieceTokenizer, AWordThatCannotBeCoveredIsOneUnknown) {
-  auto tok = load(wpm_vocab(kWpmPieces), "wpm_unk");
+  auto tok = load_tokenizer(wpm_vocab(kWpmPieces), "wpm_unk");
   // "▁unaff" + "able" leave "z": the whole word becomes [UNK], not a part of it.
   EXPECT_EQ(tok->encode("unaffablez able", false, false), (std::vector<int32_t>{kUnk, kWordAble}));
   EXPECT_EQ(tok->encode("xyz", false, false), (std::vector<int32_t>{kUnk}));
@@ -113,7 +92,7 @@ TEST(WordPieceTokenizer, AWordThatCannotBeCoveredIsOneUnknown) {
 }
 
 TEST(WordPieceTokenizer, NormalizesCaseAccentsAndControls) {
-  auto tok = load(wpm_vocab(kWpmPieces), "wpm_norm");
+  auto tok = load_tokenizer(wpm_vocab(kWpmPieces), "wpm_norm");
   const std::vector<int32_t> unaffable = {kUnaff, kAble};
   EXPECT_EQ(tok->encode("UnAffABLE", false, false), unaffable);
   // Ü -> U (first of its decomposition) -> u; ä -> a; a combining mark is dropped.
@@ -123,7 +102,7 @@ TEST(WordPieceTokenizer, NormalizesCaseAccentsAndControls) {
 }
 
 TEST(WordPieceTokenizer, SplitsAtWhitespacePunctuationAsciiSymbolsAndIdeographs) {
-  auto tok = load(wpm_vocab(kWpmPieces), "wpm_split");
+  auto tok = load_tokenizer(wpm_vocab(kWpmPieces), "wpm_split");
   EXPECT_EQ(tok->encode("able,able!", false, false), (std::vector<int32_t>{kWordAble, kComma, kWordAble, kBang}));
   // NBSP, the ideographic space and a newline separate words.
   EXPECT_EQ(tok->encode("able\xC2\xA0" "able\xE3\x80\x80" "able\n", false, false),
@@ -138,17 +117,17 @@ TEST(WordPieceTokenizer, SplitsAtWhitespacePunctuationAsciiSymbolsAndIdeographs)
 TEST(WordPieceTokenizer, NormalizerOptionsFromTheFile) {
   gguf::Writer w = wpm_vocab(kWpmPieces);
   w.set("tokenizer.ggml.normalizer.lowercase", gguf::Value::boolean(false));
-  auto tok = load(w, "wpm_cased");
+  auto tok = load_tokenizer(w, "wpm_cased");
   // Neither lowercased nor stripped (strip_accents follows lowercase).
   EXPECT_EQ(tok->encode("ABLE", false, false), (std::vector<int32_t>{kUnk}));
   EXPECT_EQ(tok->encode("\xC3\xA4" "ble", false, false), (std::vector<int32_t>{kUnk}));
   w.set("tokenizer.ggml.normalizer.strip_accents", gguf::Value::boolean(true));
-  tok = load(w, "wpm_stripped");
+  tok = load_tokenizer(w, "wpm_stripped");
   EXPECT_EQ(tok->encode("\xC3\xA4" "ble", false, false), (std::vector<int32_t>{kWordAble}));
 }
 
 TEST(WordPieceTokenizer, DecodesPiecesWithSpacesAndCleansPunctuation) {
-  auto tok = load(wpm_vocab(kWpmPieces), "wpm_decode");
+  auto tok = load_tokenizer(wpm_vocab(kWpmPieces), "wpm_decode");
   EXPECT_EQ(tok->token_to_piece(kWordAble), " able");
   EXPECT_EQ(tok->token_to_piece(kAble), "able");
   // Word pieces start with a space (kept: WordPiece adds no space prefix);
@@ -165,7 +144,7 @@ TEST(WordPieceTokenizer, MissingSpecialIdsAreAnError) {
   for (int i = 0; i < 50; ++i) tokens.push_back(fmt::format("t{}", i));
   w.set("tokenizer.ggml.model", gguf::Value::string("bert"));
   w.set("tokenizer.ggml.tokens", gguf::Value::strings(tokens));
-  const std::string error = load_error(w, "wpm_small");
+  const std::string error = tokenizer_load_error(w, "wpm_small");
   EXPECT_NE(error.find("WordPiece vocabulary needs a bos ([CLS]) token"), std::string::npos) << error;
 }
 
@@ -190,7 +169,7 @@ gguf::Writer ugm_vocab(const std::vector<std::pair<std::string, float>>& pieces)
 }
 
 TEST(UnigramTokenizer, DefaultsAreT5s) {
-  auto tok = load(ugm_vocab({{kSpace, -1}, {"a", -1}}), "ugm_defaults");
+  auto tok = load_tokenizer(ugm_vocab({{kSpace, -1}, {"a", -1}}), "ugm_defaults");
   EXPECT_EQ(tok->kind(), TokenizerKind::Ugm);
   EXPECT_EQ(tok->eos(), 1);
   EXPECT_EQ(tok->unk(), 2);
@@ -204,17 +183,17 @@ TEST(UnigramTokenizer, DefaultsAreT5s) {
 
 TEST(UnigramTokenizer, PicksTheSegmentationWithTheBestScoreSum) {
   // "▁ab": ▁ab alone (-3) loses to ▁a + b (-1 + -1); ▁ + a + b is -4.
-  auto tok = load(ugm_vocab({{kSpace, -2}, {"a", -1}, {"b", -1}, {kSpace + "a", -1}, {kSpace + "ab", -3}}), "ugm_sum");
+  auto tok = load_tokenizer(ugm_vocab({{kSpace, -2}, {"a", -1}, {"b", -1}, {kSpace + "a", -1}, {kSpace + "ab", -3}}), "ugm_sum");
   EXPECT_EQ(tok->encode(" ab", false, false), (std::vector<int32_t>{kUgmFirst + 3, kUgmFirst + 2}));
   // ▁ab at -1.5 beats the pair.
-  tok = load(ugm_vocab({{kSpace, -2}, {"a", -1}, {"b", -1}, {kSpace + "a", -1}, {kSpace + "ab", -1.5f}}), "ugm_sum2");
+  tok = load_tokenizer(ugm_vocab({{kSpace, -2}, {"a", -1}, {"b", -1}, {kSpace + "a", -1}, {kSpace + "ab", -1.5f}}), "ugm_sum2");
   EXPECT_EQ(tok->encode(" ab", false, false), (std::vector<int32_t>{kUgmFirst + 4}));
 }
 
 TEST(UnigramTokenizer, UnknownRunsBecomeOneUnknown) {
   // Unknown code points cost the lowest score minus 10 each, and a run of
   // them is one <unk>: "a€€b" -> a <unk> b.
-  auto tok = load(ugm_vocab({{"a", -1}, {"b", -2}}), "ugm_unk");
+  auto tok = load_tokenizer(ugm_vocab({{"a", -1}, {"b", -2}}), "ugm_unk");
   EXPECT_EQ(tok->encode("a\xE2\x82\xAC\xE2\x82\xAC" "b", false, false),
             (std::vector<int32_t>{kUgmFirst, 2, kUgmFirst + 1}));
   EXPECT_EQ(tok->encode("\xC3\xA9", false, false), (std::vector<int32_t>{2}));
@@ -223,27 +202,27 @@ TEST(UnigramTokenizer, UnknownRunsBecomeOneUnknown) {
   // The unknown score is the lowest score minus 10. With "a€" the lowest
   // at -20, a + <unk> scores score(a) - 30: below -20 with "a" at +5 (a
   // penalty under 5 would flip it), above with "a" at +12 (one over 12 would).
-  tok = load(ugm_vocab({{"a", 5}, {"a\xE2\x82\xAC", -20}}), "ugm_penalty");
+  tok = load_tokenizer(ugm_vocab({{"a", 5}, {"a\xE2\x82\xAC", -20}}), "ugm_penalty");
   EXPECT_EQ(tok->encode("a\xE2\x82\xAC", false, false), (std::vector<int32_t>{kUgmFirst + 1}));
-  tok = load(ugm_vocab({{"a", 12}, {"a\xE2\x82\xAC", -20}}), "ugm_penalty2");
+  tok = load_tokenizer(ugm_vocab({{"a", 12}, {"a\xE2\x82\xAC", -20}}), "ugm_penalty2");
   EXPECT_EQ(tok->encode("a\xE2\x82\xAC", false, false), (std::vector<int32_t>{kUgmFirst, 2}));
 }
 
 TEST(UnigramTokenizer, EscapesSpacesAndHonoursWhitespaceFlags) {
   const std::vector<std::pair<std::string, float>> pieces = {{kSpace, -2}, {"a", -1}, {"b", -1}};
   const int32_t space = kUgmFirst, a = kUgmFirst + 1, b = kUgmFirst + 2;
-  auto tok = load(ugm_vocab(pieces), "ugm_plain");  // no prefix, spaces kept
+  auto tok = load_tokenizer(ugm_vocab(pieces), "ugm_plain");  // no prefix, spaces kept
   EXPECT_EQ(tok->encode(" a  b", false, false), (std::vector<int32_t>{space, a, space, space, b}));
   EXPECT_EQ(tok->decode(tok->encode(" a  b", false, false)), " a  b");
 
   gguf::Writer w = ugm_vocab(pieces);
   w.set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(true));
-  tok = load(w, "ugm_prefix");
+  tok = load_tokenizer(w, "ugm_prefix");
   EXPECT_EQ(tok->encode("a b", false, false), (std::vector<int32_t>{space, a, space, b}));
   EXPECT_EQ(tok->decode(tok->encode("a b", false, false)), "a b");  // the prefix space goes again
 
   w.set("tokenizer.ggml.remove_extra_whitespaces", gguf::Value::boolean(true));
-  tok = load(w, "ugm_merge");
+  tok = load_tokenizer(w, "ugm_merge");
   EXPECT_EQ(tok->encode("   a    b  ", false, false), (std::vector<int32_t>{space, a, space, b}));
 }
 
@@ -262,7 +241,7 @@ TEST(UnigramTokenizer, PrecompiledCharsmapReplacesLongestPrefixes) {
   gguf::Array bytes(gguf::ValueType::U8);
   bytes.append_scalars(charsmap.data(), charsmap.size());
   w.set("tokenizer.ggml.precompiled_charsmap", gguf::Value::array(std::move(bytes)));
-  auto tok = load(w, "ugm_charsmap");
+  auto tok = load_tokenizer(w, "ugm_charsmap");
   EXPECT_EQ(tok->encode("\xEF\xAC\x81ne", false, false), (std::vector<int32_t>{f, i, n, e}));
   EXPECT_EQ(tok->encode("ne\xCC\x81", false, false), (std::vector<int32_t>{n, e_acute}));
   EXPECT_EQ(tok->encode("e\tx", false, false), (std::vector<int32_t>{e, space}));
@@ -271,7 +250,7 @@ TEST(UnigramTokenizer, PrecompiledCharsmapReplacesLongestPrefixes) {
   gguf::Array truncated(gguf::ValueType::U8);
   truncated.append_scalars(charsmap.data(), 16);
   w.set("tokenizer.ggml.precompiled_charsmap", gguf::Value::array(std::move(truncated)));
-  const std::string error = load_error(w, "ugm_bad_charsmap");
+  const std::string error = tokenizer_load_error(w, "ugm_bad_charsmap");
   EXPECT_NE(error.find("tokenizer.ggml.precompiled_charsmap"), std::string::npos) << error;
 }
 
@@ -282,7 +261,7 @@ TEST(GeneratedVocab, WordPieceAndUnigramStyles) {
     for (int n_vocab : {min_vocab_size(style), 300, 2000}) {
       gguf::Writer w;
       write_tokenizer_metadata(w, style, n_vocab);
-      auto tok = load(w, "gen_" + tokenizer_style_name(style));
+      auto tok = load_tokenizer(w, "gen_" + tokenizer_style_name(style));
       EXPECT_EQ(tok->n_vocab(), n_vocab);
       if (n_vocab < 2000) continue;
       // A common word of the training text is one token, and decodes back.
@@ -293,7 +272,7 @@ TEST(GeneratedVocab, WordPieceAndUnigramStyles) {
   }
   gguf::Writer w;
   write_tokenizer_metadata(w, TokenizerStyle::UgmCharsmap, 2000);
-  auto tok = load(w, "gen_charsmap");
+  auto tok = load_tokenizer(w, "gen_charsmap");
   // The style's map: full-width letters are ASCII, tabs are spaces.
   EXPECT_EQ(tok->encode("\xEF\xBD\x94\xEF\xBD\x88\xEF\xBD\x85\tloom", false, false), tok->encode("the loom", false, false));
   EXPECT_THROW(write_tokenizer_metadata(w, TokenizerStyle::Wpm, 104), Error);
