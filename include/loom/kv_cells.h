@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace loom {
@@ -22,10 +23,19 @@ class KvCells {
   // One past the highest used cell: the cells a graph must attend to.
   int64_t n_kv() const;
   // The indices of n free cells, lowest first; throws loom::Error naming the
-  // sizes when fewer than n are free.
-  std::vector<int32_t> find_free(int64_t n) const;
+  // cache (`what`) and the sizes when fewer than n are free.
+  std::vector<int32_t> find_free(int64_t n, std::string_view what = "KV cache") const;
   // Puts token (seq, pos) in a free cell.
   void occupy(int32_t cell, int32_t seq, int32_t pos);
+  // Adds seq to a cell: a free one is occupied at pos, a used one must hold
+  // pos already (undoing a drop_older).
+  void tag(int32_t cell, int32_t seq, int32_t pos);
+  // Removes seq from its cells at positions below pos; returns those cells
+  // and their positions.
+  struct Dropped {
+    int32_t cell, pos;
+  };
+  std::vector<Dropped> drop_older(int32_t seq, int32_t pos);
 
   // Removes seq's cells with positions in [p0, p1) (p1 < 0: no upper end;
   // seq < 0: every sequence). A cell left with no sequence is free.

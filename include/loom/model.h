@@ -248,6 +248,14 @@ struct SessionOptions {
   // runs flash_attn_ext for the cache types (supports_op), else off.
   FlashAttn flash_attn = FlashAttn::Auto;
   ComputeBuffers compute_buffers = ComputeBuffers::Worst;
+  // Sliding-window layers (HParams::n_swa) keep their own cache of
+  // n_swa * n_seq_max + n_ubatch cells (rounded up to 256, at most n_ctx),
+  // as llama.cpp does: a token's window fits, older cells are reused. Then
+  // sequence ids must be below n_seq_max, and a sequence cannot go back
+  // (seq_rm) to a position whose window the cache has dropped
+  // (Session::can_continue). swa_full: a full-context cache, as --swa-full.
+  bool swa_full = false;
+  int n_seq_max = 1;
   // Records where each graph's time goes (profiler.h); null: off. Not owned.
   Profiler* profiler = nullptr;
 };
@@ -301,12 +309,24 @@ class Session {
   // Sequence 0's next position.
   int64_t n_past() const { return cells_.seq_pos_max(0) + 1; }
   int64_t n_ctx() const { return n_ctx_; }
-  void reset() { cells_.clear(); }
+  void reset();
 
-  // The cache's cells: which sequences hold which positions. seq_rm,
-  // seq_cp (prefix sharing without copying data) and seq_keep act on them.
-  KvCells& cells() { return cells_; }
+  // The cache's cells: which sequences hold which positions. The edits act
+  // on every cache (the sliding-window one too), as KvCells' do: seq_rm
+  // removes positions [p0, p1) of a sequence (seq < 0: of all), seq_cp
+  // shares a sequence's cells with another without copying data, seq_keep
+  // removes every other sequence.
   const KvCells& cells() const { return cells_; }
+  void seq_rm(int32_t seq, int32_t p0 = 0, int32_t p1 = -1);
+  void seq_cp(int32_t src, int32_t dst, int32_t p0 = 0, int32_t p1 = -1);
+  void seq_keep(int32_t seq);
+  // Whether seq can decode a token at pos: false when the sliding-window
+  // cache has dropped cells of the window before pos (after a seq_rm back
+  // past the window); then decode the sequence again from its start.
+  bool can_continue(int32_t seq, int32_t pos) const;
+  // Cells of the sliding-window layers' own cache; 0: none (no such layers,
+  // or swa_full).
+  int64_t swa_cache_cells() const { return swa_cells_.size(); }
   // Frees the compute buffers: the next decode allocates what its graph
   // needs (with ComputeBuffers::Worst too, which then grows like Grow). For
   // a session whose long conversation ended.
@@ -325,22 +345,34 @@ class Session {
 
  private:
   struct UbatchGraph;
-  // Builds the graph for n tokens after n_past cached ones.
-  // Builds the graph for n tokens attending to n_kv cells, with the logits
-  // of n_out of them (n_out == n: all, in order; else rows chosen by an input).
-  void build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out) const;
+  // What a decode changed in the caches, undone when it throws.
+  struct DecodeUndo;
+  // Builds the graph for n tokens attending to n_kv cells (n_kv_swa of the
+  // sliding-window cache, when there is one), with the logits of n_out of
+  // them (n_out == n: all, in order; else rows chosen by an input).
+  void build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_kv_swa, int64_t n_out) const;
   // The cells a micro-batch attends to: the used ones, rounded up to
   // kKvPadding (masked), so that consecutive tokens share one graph shape.
-  int64_t padded_n_kv() const;
-  // Tokens [first, first + n) of a checked batch; the cells it takes are
-  // added to `occupied` as they are taken.
-  std::vector<float> decode_ubatch(const Batch& batch, size_t first, size_t n, std::vector<int32_t>& occupied);
+  static int64_t padded_n_kv(const KvCells& cells);
+  // Refuses a batch the sliding-window cache cannot take.
+  void check_swa_batch(const Batch& batch) const;
+  // Tokens [first, first + n) of a checked batch; the cells it takes and the
+  // window cells it frees are recorded in `undo` as they change.
+  std::vector<float> decode_ubatch(const Batch& batch, size_t first, size_t n, DecodeUndo& undo);
+  // Frees the sliding-window cells of the micro-batch's sequences that the
+  // next token of each can no longer see.
+  void drop_outside_window(std::span<const int32_t> seqs, std::span<const int32_t> positions, DecodeUndo& undo);
+  void forget_emptied_floors();
 
   const Model& model_;
   SessionOptions options_;
   bool flash_attn_ = false;
   int64_t n_ctx_ = 0;
   KvCells cells_;
+  // The sliding-window layers' cache (empty: none). swa_floor_[seq]: the
+  // lowest position from which on seq's cells are all still there.
+  KvCells swa_cells_;
+  std::vector<int32_t> swa_floor_;
   Context cache_ctx_;
   std::vector<Tensor*> k_cache_, v_cache_;
   std::vector<std::shared_ptr<Buffer>> cache_buffers_;

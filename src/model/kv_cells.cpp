@@ -15,13 +15,13 @@ int64_t KvCells::n_kv() const {
   return 0;
 }
 
-std::vector<int32_t> KvCells::find_free(int64_t n) const {
+std::vector<int32_t> KvCells::find_free(int64_t n, std::string_view what) const {
   std::vector<int32_t> out;
   out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < size() && static_cast<int64_t>(out.size()) < n; ++i)
     if (cells_[i].seqs.empty()) out.push_back(static_cast<int32_t>(i));
   if (static_cast<int64_t>(out.size()) < n)
-    fail("KV cache full: {} tokens need cells, {} of {} are free (raise -c or remove sequences)", n, out.size(),
+    fail("{} full: {} tokens need cells, {} of {} are free (raise -c or remove sequences)", what, n, out.size(),
          size());
   return out;
 }
@@ -32,6 +32,25 @@ void KvCells::occupy(int32_t cell, int32_t seq, int32_t pos) {
   c.pos = pos;
   c.seqs = {seq};
   ++used_;
+}
+
+void KvCells::tag(int32_t cell, int32_t seq, int32_t pos) {
+  Cell& c = cells_.at(static_cast<size_t>(cell));
+  if (c.seqs.empty()) return occupy(cell, seq, pos);
+  if (c.pos != pos) fail("KV cell {} holds position {}, not {}", cell, c.pos, pos);
+  auto it = std::lower_bound(c.seqs.begin(), c.seqs.end(), seq);
+  if (it == c.seqs.end() || *it != seq) c.seqs.insert(it, seq);
+}
+
+std::vector<KvCells::Dropped> KvCells::drop_older(int32_t seq, int32_t pos) {
+  std::vector<Dropped> dropped;
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    Cell& c = cells_[i];
+    if (c.seqs.empty() || c.pos >= pos || !std::binary_search(c.seqs.begin(), c.seqs.end(), seq)) continue;
+    dropped.push_back({static_cast<int32_t>(i), c.pos});
+    drop(c, seq);
+  }
+  return dropped;
 }
 
 void KvCells::vacate(int32_t cell) {

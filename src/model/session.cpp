@@ -27,16 +27,32 @@ int64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
 }  // namespace
 
 struct Session::UbatchGraph {
-  int64_t n = 0, n_kv = 0, n_out = 0;  // the shape it was built for
+  int64_t n = 0, n_kv = 0, n_kv_swa = 0, n_out = 0;  // the shape it was built for
   Context ctx;
   Tensor* tokens = nullptr;
   Tensor* positions = nullptr;
   Tensor* kv_cells = nullptr;
+  Tensor* kv_cells_swa = nullptr;  // the tokens' cells in the sliding-window cache (when there is one)
   Tensor* mask = nullptr;
   Tensor* out_ids = nullptr;  // rows whose logits are wanted (null: every row)
-  Tensor* mask_swa = nullptr;  // sliding-window layers' mask (HParams::n_swa > 0)
+  Tensor* mask_swa = nullptr;  // sliding-window layers' mask (HParams::n_swa > 0), over their cache's cells
   Tensor* logits = nullptr;
   Graph graph;
+};
+
+struct Session::DecodeUndo {
+  std::vector<int32_t> occupied, occupied_swa;  // cells taken
+  // Per sliding-window cell: kTaken by this decode, kWritten once a graph
+  // writing its rows has started.
+  enum : uint8_t { kFree = 0, kTaken = 1, kWritten = 2 };
+  std::vector<uint8_t> swa_state;
+  // Sliding-window cells of the cache as it was before the decode that a
+  // micro-batch's end freed (drop_outside_window).
+  struct Drop {
+    int32_t seq, cell, pos;
+  };
+  std::vector<Drop> dropped;
+  std::vector<int32_t> floors;  // swa_floor_ before the decode
 };
 
 namespace {
@@ -95,6 +111,20 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
     fail("batch sizes must be positive (n_batch = {}, n_ubatch = {})", options_.n_batch, options_.n_ubatch);
   options_.n_ubatch = std::min(options_.n_ubatch, options_.n_batch);
   cells_ = KvCells(n_ctx_);
+  constexpr int kMaxSequences = 1 << 16;
+  if (options_.n_seq_max < 1 || options_.n_seq_max > kMaxSequences)
+    fail("n_seq_max {} is outside [1, {}] (the limit on sequences)", options_.n_seq_max, kMaxSequences);
+  // The sliding-window layers' own cache, where it is smaller than the context.
+  const auto& layers = model.layers();
+  const bool any_swa = std::any_of(layers.begin(), layers.end(), [](const Layer& L) { return L.swa; });
+  if (any_swa && !options_.swa_full) {
+    const int64_t want = std::min(h.n_swa, n_ctx_) * options_.n_seq_max + options_.n_ubatch;
+    const int64_t cells = std::min(n_ctx_, (want + kKvPadding - 1) / kKvPadding * kKvPadding);
+    if (cells < n_ctx_) {
+      swa_cells_ = KvCells(cells);
+      swa_floor_.assign(static_cast<size_t>(options_.n_seq_max), 0);
+    }
+  }
   if (options_.poll < 0 || options_.poll > kMaxPoll)
     fail("poll level {} is outside [0, {}]", options_.poll, kMaxPoll);
   check_cache_types(options_.type_k, options_.type_v, h.head_dim());
@@ -120,9 +150,10 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   // Each layer's cache lives on the layer's device.
   std::vector<std::pair<Device*, std::vector<Tensor*>>> by_device;
   for (int64_t l = 0; l < h.n_layer; ++l) {
-    Tensor* k = cache_ctx_.new_tensor(options.type_k, {h.n_embd_kv(), n_ctx_});
+    const int64_t cells = layers[l].swa && swa_cache_cells() > 0 ? swa_cache_cells() : n_ctx_;
+    Tensor* k = cache_ctx_.new_tensor(options.type_k, {h.n_embd_kv(), cells});
     k->name = "cache_k_l" + std::to_string(l);
-    Tensor* v = cache_ctx_.new_tensor(options.type_v, {h.n_embd_kv(), n_ctx_});
+    Tensor* v = cache_ctx_.new_tensor(options.type_v, {h.n_embd_kv(), cells});
     v->name = "cache_v_l" + std::to_string(l);
     k_cache_.push_back(k);
     v_cache_.push_back(v);
@@ -140,7 +171,9 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
         cache_buffers_.push_back(std::move(b));
       }
     } catch (const OutOfMemory& e) {
-      throw e.within(fmt::format("the KV cache ({} cells, {} layers on {})", n_ctx_, tensors.size() / 2,
+      const std::string swa =
+          swa_cache_cells() > 0 ? fmt::format(", {} for sliding-window layers", swa_cache_cells()) : "";
+      throw e.within(fmt::format("the KV cache ({} cells{}, {} layers on {})", n_ctx_, swa, tensors.size() / 2,
                                  device->name()),
                      MemoryUse::KvCache);
     }
@@ -159,7 +192,7 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   if (options_.compute_buffers == ComputeBuffers::Grow) return;
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
   UbatchGraph g;
-  build_graph(g, worst, n_ctx_, worst);
+  build_graph(g, worst, n_ctx_, swa_cache_cells(), worst);
   try {
     scheduler_->reserve(g.graph);
   } catch (const OutOfMemory& e) {
@@ -210,18 +243,115 @@ std::vector<float> Session::decode(const Batch& batch) {
   if (cells_.used() + static_cast<int64_t>(n) > n_ctx_)
     fail("decode: {} tokens after {} already in the cache exceed the context of {} (raise -c)", n, cells_.used(),
          n_ctx_);
+  if (swa_cache_cells() > 0) check_swa_batch(batch);
   std::vector<float> logits;
-  std::vector<int32_t> occupied;  // this call's cells, vacated again if a micro-batch fails
+  DecodeUndo undo;
+  undo.floors = swa_floor_;
+  undo.swa_state.assign(static_cast<size_t>(swa_cache_cells()), DecodeUndo::kFree);
   try {
     for (size_t i = 0; i < n; i += static_cast<size_t>(options_.n_ubatch)) {
-      std::vector<float> out = decode_ubatch(batch, i, std::min<size_t>(options_.n_ubatch, n - i), occupied);
+      std::vector<float> out = decode_ubatch(batch, i, std::min<size_t>(options_.n_ubatch, n - i), undo);
       logits.insert(logits.end(), out.begin(), out.end());
     }
   } catch (...) {
-    for (int32_t c : occupied) cells_.vacate(c);
+    for (int32_t c : undo.occupied) cells_.vacate(c);
+    for (int32_t c : undo.occupied_swa) swa_cells_.vacate(c);
+    // Window cells freed after a micro-batch come back, but for those whose
+    // rows a later micro-batch's graph wrote: the window before them is
+    // gone from the sequence, which can_continue then tells.
+    swa_floor_ = undo.floors;
+    for (auto d = undo.dropped.rbegin(); d != undo.dropped.rend(); ++d) {
+      if (undo.swa_state[static_cast<size_t>(d->cell)] == DecodeUndo::kWritten)
+        swa_floor_[d->seq] = std::max(swa_floor_[d->seq], d->pos + 1);
+      else
+        swa_cells_.tag(d->cell, d->seq, d->pos);
+    }
     throw;
   }
   return logits;
+}
+
+void Session::check_swa_batch(const Batch& batch) const {
+  std::vector<int32_t> first(swa_floor_.size(), -1);  // each sequence's lowest position in the batch
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int32_t seq = batch.seq_ids[i];
+    if (seq >= options_.n_seq_max)
+      fail("decode: token {} is in sequence {}, but the sliding-window cache was sized for {} sequences "
+           "(n_seq_max; the server's -np): use ids below it, or keep full-context caches (--swa-full)",
+           i, seq, options_.n_seq_max);
+    int32_t& f = first[static_cast<size_t>(seq)];
+    f = f < 0 ? batch.positions[i] : std::min(f, batch.positions[i]);
+  }
+  for (size_t seq = 0; seq < first.size(); ++seq)
+    if (first[seq] >= 0 && !can_continue(static_cast<int32_t>(seq), first[seq]))
+      fail("decode: sequence {} continues at position {}, but the sliding-window cache has dropped its cells "
+           "below position {} that the window ({} positions) needs; decode the sequence again from its start, "
+           "or keep full-context caches (--swa-full)",
+           seq, first[seq], swa_floor_[seq], model_.hparams().n_swa);
+}
+
+bool Session::can_continue(int32_t seq, int32_t pos) const {
+  if (swa_cache_cells() == 0) return true;
+  if (seq < 0 || seq >= static_cast<int32_t>(swa_floor_.size())) return false;
+  const int64_t window_start = std::max<int64_t>(0, pos - model_.hparams().n_swa + 1);
+  return swa_floor_[static_cast<size_t>(seq)] <= window_start;
+}
+
+void Session::drop_outside_window(std::span<const int32_t> seqs, std::span<const int32_t> positions,
+                                  DecodeUndo& undo) {
+  std::vector<int32_t> last(swa_floor_.size(), -1);  // each sequence's highest position in the micro-batch
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    int32_t& l = last[static_cast<size_t>(seqs[i])];
+    l = std::max(l, positions[i]);
+  }
+  // The next token (after `last`) sees positions above last + 1 - n_swa.
+  const int64_t n_swa = model_.hparams().n_swa;
+  for (size_t seq = 0; seq < last.size(); ++seq) {
+    if (last[seq] < 0) continue;
+    const int64_t keep_from = last[seq] + 2 - n_swa;
+    if (keep_from <= 0) continue;
+    const auto s = static_cast<int32_t>(seq);
+    for (const KvCells::Dropped& d : swa_cells_.drop_older(s, static_cast<int32_t>(keep_from))) {
+      // A cell this decode took is vacated anyway if it throws.
+      if (undo.swa_state[static_cast<size_t>(d.cell)] == DecodeUndo::kFree) undo.dropped.push_back({s, d.cell, d.pos});
+      swa_floor_[seq] = std::max(swa_floor_[seq], d.pos + 1);
+    }
+  }
+}
+
+void Session::seq_rm(int32_t seq, int32_t p0, int32_t p1) {
+  cells_.seq_rm(seq, p0, p1);
+  swa_cells_.seq_rm(seq, p0, p1);
+  forget_emptied_floors();
+}
+
+void Session::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+  if (swa_cache_cells() > 0) {
+    const auto n = static_cast<int32_t>(swa_floor_.size());
+    if (src < 0 || src >= n || dst < 0 || dst >= n)
+      fail("seq_cp: sequences {} and {} must be in [0, {}) (n_seq_max of the sliding-window cache)", src, dst, n);
+    swa_floor_[dst] = std::max(swa_floor_[dst], swa_floor_[src]);
+  }
+  cells_.seq_cp(src, dst, p0, p1);
+  swa_cells_.seq_cp(src, dst, p0, p1);
+}
+
+void Session::seq_keep(int32_t seq) {
+  cells_.seq_keep(seq);
+  swa_cells_.seq_keep(seq);
+  forget_emptied_floors();
+}
+
+// A sequence with no cell left starts again: nothing of it is missing.
+void Session::forget_emptied_floors() {
+  for (size_t seq = 0; seq < swa_floor_.size(); ++seq)
+    if (swa_floor_[seq] > 0 && cells_.seq_pos_max(static_cast<int32_t>(seq)) < 0) swa_floor_[seq] = 0;
+}
+
+void Session::reset() {
+  cells_.clear();
+  swa_cells_.clear();
+  std::fill(swa_floor_.begin(), swa_floor_.end(), 0);
 }
 
 void Session::shrink_compute_buffers() {
@@ -235,28 +365,37 @@ size_t Session::compute_buffer_bytes() const {
   return total;
 }
 
-int64_t Session::padded_n_kv() const {
-  const int64_t used = std::max<int64_t>(cells_.n_kv(), 1);
-  return std::min(n_ctx_, (used + kKvPadding - 1) / kKvPadding * kKvPadding);
+int64_t Session::padded_n_kv(const KvCells& cells) {
+  const int64_t used = std::max<int64_t>(cells.n_kv(), 1);
+  return std::min(cells.size(), (used + kKvPadding - 1) / kKvPadding * kKvPadding);
 }
 
-void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out) const {
+void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_kv_swa, int64_t n_out) const {
   const HParams& h = model_.hparams();
   Context& ctx = g.ctx;
   Tensor* tok = g.tokens = ctx.new_tensor(DType::I32, {n});
   tok->name = "tokens";
   Tensor* pos = g.positions = ctx.new_tensor(DType::I32, {n});
   pos->name = "positions";
-  Tensor* cells = g.kv_cells = ctx.new_tensor(DType::I32, {n});
-  cells->name = "kv_cells";
-  Tensor* mask = g.mask = ctx.new_tensor(DType::F32, {n_kv, n});
-  mask->name = "kq_mask";
-  for (Tensor* t : {tok, pos, cells, mask}) t->flags |= kFlagInput;
-  if (h.n_swa > 0) {
-    g.mask_swa = ctx.new_tensor(DType::F32, {n_kv, n});
-    g.mask_swa->name = "kq_mask_swa";
-    g.mask_swa->flags |= kFlagInput;
-  }
+  for (Tensor* t : {tok, pos}) t->flags |= kFlagInput;
+  // Each input only where a layer reads it (a graph's inputs must be used:
+  // gemma3 with fewer than 6 layers has no global one).
+  const auto input = [&ctx](DType type, std::vector<int64_t> shape, const char* name) {
+    Tensor* t = ctx.new_tensor(type, shape);
+    t->name = name;
+    t->flags |= kFlagInput;
+    return t;
+  };
+  const bool own_swa_cache = swa_cache_cells() > 0;
+  const auto& layers = model_.layers();
+  const bool any_global = std::any_of(layers.begin(), layers.end(), [](const Layer& L) { return !L.swa; });
+  const bool any_swa = std::any_of(layers.begin(), layers.end(), [](const Layer& L) { return L.swa; });
+  Tensor* cells = nullptr;
+  if (any_global || !own_swa_cache) cells = g.kv_cells = input(DType::I32, {n}, "kv_cells");
+  Tensor* mask = nullptr;
+  if (any_global) mask = g.mask = input(DType::F32, {n_kv, n}, "kq_mask");
+  if (any_swa) g.mask_swa = input(DType::F32, {own_swa_cache ? n_kv_swa : n_kv, n}, "kq_mask_swa");
+  if (any_swa && own_swa_cache) g.kv_cells_swa = input(DType::I32, {n}, "kv_cells_swa");
 
   Tensor* x = get_rows(ctx, model_.token_embd(), tok);
   if (h.embd_scale != 1.0f) x = scale(ctx, x, h.embd_scale);
@@ -265,6 +404,9 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out
   for (int64_t l = 0; l < h.n_layer; ++l) {
     lg.k_cache = k_cache_[l];
     lg.v_cache = v_cache_[l];
+    const bool in_swa_cache = own_swa_cache && layers[l].swa;
+    lg.n_kv = in_swa_cache ? n_kv_swa : n_kv;
+    lg.kv_cells = in_swa_cache ? g.kv_cells_swa : cells;
     x = model_.arch().build_layer(lg, model_.layers()[l], x);
   }
   Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
@@ -280,8 +422,7 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_out
   g.graph = Graph::build(g.logits);
 }
 
-std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size_t n,
-                                          std::vector<int32_t>& occupied) {
+std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size_t n, DecodeUndo& undo) {
   const auto span = [first, n](const std::vector<int32_t>& v) { return std::span(v).subspan(first, n); };
   const std::span<const int32_t> seqs = span(batch.seq_ids), positions = span(batch.positions);
   std::vector<int32_t> out_ids;
@@ -294,15 +435,26 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
   std::vector<int32_t> cells = cells_.find_free(static_cast<int64_t>(n));
   for (size_t i = 0; i < n; ++i) {
     cells_.occupy(cells[i], seqs[i], positions[i]);
-    occupied.push_back(cells[i]);
+    undo.occupied.push_back(cells[i]);
   }
-  const int64_t n_kv = padded_n_kv();
+  const bool own_swa_cache = swa_cache_cells() > 0;
+  std::vector<int32_t> swa_cells;
+  if (own_swa_cache) {
+    swa_cells = swa_cells_.find_free(static_cast<int64_t>(n), "sliding-window KV cache");
+    for (size_t i = 0; i < n; ++i) {
+      swa_cells_.occupy(swa_cells[i], seqs[i], positions[i]);
+      undo.occupied_swa.push_back(swa_cells[i]);
+      undo.swa_state[static_cast<size_t>(swa_cells[i])] = DecodeUndo::kTaken;
+    }
+  }
+  const int64_t n_kv = padded_n_kv(cells_);
+  const int64_t n_kv_swa = own_swa_cache ? padded_n_kv(swa_cells_) : 0;
 
   const auto host_start = std::chrono::steady_clock::now();
   const int64_t n_out = static_cast<int64_t>(out_ids.size());
   const int64_t n_tokens = static_cast<int64_t>(n);
-  const bool same_shape =
-      last_graph_ && last_graph_->n == n_tokens && last_graph_->n_kv == n_kv && last_graph_->n_out == n_out;
+  const bool same_shape = last_graph_ && last_graph_->n == n_tokens && last_graph_->n_kv == n_kv &&
+                          last_graph_->n_kv_swa == n_kv_swa && last_graph_->n_out == n_out;
   // A graph whose build, placement or run failed is not kept: the next
   // micro-batch builds and plans its own.
   try {
@@ -313,8 +465,9 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
       last_graph_ = std::make_unique<UbatchGraph>();
       last_graph_->n = n_tokens;
       last_graph_->n_kv = n_kv;
+      last_graph_->n_kv_swa = n_kv_swa;
       last_graph_->n_out = n_out;
-      build_graph(*last_graph_, n_tokens, n_kv, n_out);
+      build_graph(*last_graph_, n_tokens, n_kv, n_kv_swa, n_out);
       try {
         scheduler_->allocate(last_graph_->graph);
       } catch (const OutOfMemory& oom) {
@@ -326,13 +479,22 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     UbatchGraph& g = *last_graph_;
     tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
     tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
-    tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
+    if (g.kv_cells) tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
     if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
     std::vector<float> m(static_cast<size_t>(n_kv) * n);
-    fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
-    tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+    if (g.mask) {
+      fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
+      tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
+    }
+    if (g.kv_cells_swa) tensor_set(*g.kv_cells_swa, swa_cells.data(), 0, n * sizeof(int32_t));
     if (g.mask_swa) {
-      fill_kq_mask(cells_, seqs, positions, n_kv, static_cast<int32_t>(model_.hparams().n_swa), m);
+      const auto window = static_cast<int32_t>(model_.hparams().n_swa);
+      if (own_swa_cache) {
+        m.resize(static_cast<size_t>(n_kv_swa) * n);
+        fill_kq_mask(swa_cells_, seqs, positions, n_kv_swa, window, m);
+      } else {
+        fill_kq_mask(cells_, seqs, positions, n_kv, window, m);
+      }
       tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
     }
 
@@ -340,6 +502,7 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     stats_.host_ns += elapsed_ns(host_start);
     // The logits are read in the same stream as the graph: a remote device
     // sends them in the reply of its compute call.
+    for (int32_t c : swa_cells) undo.swa_state[static_cast<size_t>(c)] = DecodeUndo::kWritten;
     const Scheduler::ExpertCopies experts_before = scheduler_->expert_copies();
     scheduler_->compute_async(g.graph);
     stats_.expert_bytes_copied += scheduler_->expert_copies().bytes_copied - experts_before.bytes_copied;
@@ -353,6 +516,7 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     scheduler_->synchronize();
     if (wanted_any && !plain) logits = tensor_to_floats(*g.logits);
     stats_.compute_ns += elapsed_ns(compute_start);
+    if (own_swa_cache) drop_outside_window(seqs, positions, undo);
     return logits;
   } catch (...) {
     last_graph_.reset();

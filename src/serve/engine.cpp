@@ -55,7 +55,9 @@ struct Engine::Slot {
 
 Engine::Engine(const Model& model, const EngineOptions& options) : model_(model), options_(options) {
   if (options_.n_slots < 1) throw RequestError(500, "server_error", "", "the number of slots must be at least 1");
-  session_ = std::make_unique<Session>(model, options_.session);
+  SessionOptions session = options_.session;
+  session.n_seq_max = options_.n_slots;  // a slot is a sequence
+  session_ = std::make_unique<Session>(model, session);
   slot_ctx_ = session_->n_ctx() / options_.n_slots;
   if (slot_ctx_ < 2)
     throw RequestError(500, "server_error", "",
@@ -184,9 +186,12 @@ void Engine::assign_waiting() {
         if (!best || keep > best_keep) best = s.get(), best_keep = keep;
       }
     Slot& s = *best;
-    // At least the last prompt token is decoded again: its logits start the answer.
-    const size_t keep = std::min(best_keep, task->prompt.size() - 1);
-    session_->cells().seq_rm(s.id, static_cast<int32_t>(keep));
+    // At least the last prompt token is decoded again: its logits start the
+    // answer. A sliding-window cache may no longer hold the window before the
+    // shared prefix's end: then the whole prompt is decoded again.
+    size_t keep = std::min(best_keep, task->prompt.size() - 1);
+    if (!session_->can_continue(s.id, static_cast<int32_t>(keep))) keep = 0;
+    session_->seq_rm(s.id, static_cast<int32_t>(keep));
     s.cached.resize(keep);
     s.pending.assign(task->prompt.begin() + static_cast<std::ptrdiff_t>(keep), task->prompt.end());
     s.task = task;
@@ -279,7 +284,7 @@ void Engine::step() {
     // The batch's cells are in an unknown state: drop the slots' caches.
     for (auto& s : slots_) {
       if (!s->task) continue;
-      session_->cells().seq_rm(s->id);
+      session_->seq_rm(s->id);
       s->cached.clear();
       finish(*s, "", e.what());
     }

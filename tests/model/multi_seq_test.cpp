@@ -63,6 +63,31 @@ TEST(KvCells, VacateFreesACellWhateverItHolds) {
   EXPECT_EQ(c.used(), 2);
 }
 
+TEST(KvCells, DropOlderAndTagUndoIt) {
+  KvCells c(4);
+  for (int32_t p = 0; p < 3; ++p) c.occupy(p, 0, p);
+  c.seq_cp(0, 1, 0, 1);  // cell 0 shared with sequence 1
+  const auto dropped = c.drop_older(0, 2);
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(dropped[0].cell, 0);
+  EXPECT_EQ(dropped[1].pos, 1);
+  EXPECT_EQ(c.used(), 2);   // cell 0 stays for sequence 1, cell 1 is free
+  EXPECT_TRUE(c.has(0, 1));
+  EXPECT_FALSE(c.has(0, 0));
+  for (const auto& d : dropped) c.tag(d.cell, 0, d.pos);
+  EXPECT_EQ(c.used(), 3);
+  EXPECT_TRUE(c.has(0, 0));
+  EXPECT_TRUE(c.has(1, 0));
+  EXPECT_EQ(c.pos(1), 1);
+  EXPECT_THROW(c.tag(2, 1, 7), Error);  // cell 2 holds position 2
+  try {
+    c.find_free(2, "sliding-window KV cache");
+    FAIL() << "2 free cells of 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding-window KV cache full"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KvCells, MaskIsCausalPerSequenceWithOptionalWindow) {
   KvCells c(4);
   c.occupy(0, 0, 0);
@@ -196,7 +221,7 @@ TEST_P(MultiSeq, SharedPrefixMatchesWholePrompt) {
 
   Session s(*m, {.n_ctx = 32});
   s.decode(prefix);  // sequence 0
-  s.cells().seq_cp(0, 1);
+  s.seq_cp(0, 1);
   EXPECT_EQ(s.cells().used(), 4);  // shared, not copied
   Batch b;
   for (size_t i = 0; i < tail_a.size(); ++i) b.add(tail_a[i], static_cast<int32_t>(4 + i), 0, i + 1 == tail_a.size());
@@ -207,7 +232,7 @@ TEST_P(MultiSeq, SharedPrefixMatchesWholePrompt) {
   EXPECT_LT(relative_error(std::span(got).first(n_vocab), want_a), kTolerance);
   EXPECT_LT(relative_error(std::span(got).subspan(n_vocab), want_b), kTolerance);
   // Dropping sequence 0 frees only its own tail; the prefix stays for 1.
-  s.cells().seq_rm(0);
+  s.seq_rm(0);
   EXPECT_EQ(s.cells().used(), 5);
   EXPECT_EQ(s.cells().seq_pos_max(1), 4);
 }

@@ -69,9 +69,10 @@ int cmd_serve(int argc, char** argv) {
   serve::EngineOptions eo;
   eo.session = session_options(args);
   eo.session.profiler = profile.profiler();
+  eo.n_slots = args.get_int("--parallel", 4, 1, 4096);
+  eo.session.n_seq_max = eo.n_slots;  // --fit sizes a sliding-window cache for every slot
   const bool fit_ctx = apply_fit(args, path, lo, eo.session);
   auto model = load_model(path, lo);
-  eo.n_slots = args.get_int("--parallel", 4, 1, 4096);
   if (!fit_ctx && args.get("--ctx-size") == std::nullopt)  // the default context, for every slot together
     eo.session.n_ctx = std::min<int64_t>(model->hparams().n_ctx_train, 4096);
   eo.n_step_tokens = eo.session.n_batch;

@@ -47,6 +47,7 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-ctk", "--cache-type-k"}, "TYPE", "K cache type: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"},
       {{"-ctv", "--cache-type-v"}, "TYPE", "V cache type: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (quantized: needs -fa on)"},
       {{"-fa", "--flash-attn"}, "on|off|auto", "fused attention (flash_attn_ext); auto (default): on where every device holding layers runs it"},
+      {{"--swa-full"}, "", "sliding-window layers keep a full-context cache (default: the window's, n_swa * sequences + -ub cells)"},
       {{"--compute-buffers"}, "worst|grow", "worst (default): size compute buffers once for a full context; grow: as the context and batches grow"},
       {{"--no-mmap"}, "", "read weights into memory instead of mapping the file"},
       {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (n_layer + 1: the output layer too)"},
@@ -113,6 +114,7 @@ SessionOptions session_options(const Args& args) {
   o.type_k = parse_type(args, "--cache-type-k", DType::F16);
   o.type_v = parse_type(args, "--cache-type-v", DType::F16);
   if (auto fa = args.get("--flash-attn")) o.flash_attn = parse_flash_attn("-fa", *fa);
+  o.swa_full = args.has("--swa-full");
   if (auto c = args.get("--compute-buffers")) {
     auto cb = compute_buffers_from_name(*c);
     if (!cb) fail("--compute-buffers: '{}' should be worst or grow", *c);

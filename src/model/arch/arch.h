@@ -79,11 +79,14 @@ struct LayerGraph {
   const Model& model;
   const HParams& h;
   int64_t n = 0;     // tokens in the micro-batch
-  int64_t n_kv = 0;  // cache cells attended to (the first n_kv), the micro-batch's included
+  // This layer's cache cells attended to (the first n_kv), the micro-batch's
+  // included. n_kv and kv_cells are set per layer: a sliding-window layer
+  // may have a smaller cache of its own (SessionOptions::swa_full).
+  int64_t n_kv = 0;
   Tensor* positions = nullptr;  // I32 [n]: each token's position in its sequence (rope)
-  Tensor* kv_cells = nullptr;   // I32 [n]: each token's cache cell (where its k and v rows go)
+  Tensor* kv_cells = nullptr;   // I32 [n]: each token's cell in this layer's cache (where its k and v rows go)
   Tensor* mask = nullptr;       // F32 [n_kv, n]: 0 or -inf (causal per sequence; a sliding-window family gets its own)
-  Tensor* mask_swa = nullptr;   // the same, also -inf outside the window (HParams::n_swa > 0 only)
+  Tensor* mask_swa = nullptr;   // the same over the sliding-window layers' cells, also -inf outside the window
   Tensor* k_cache = nullptr;    // this layer's cache rows [n_embd_kv, n_ctx]
   Tensor* v_cache = nullptr;    // the same layout (a cell's row), for either attention path
   bool flash_attn = false;      // attention through flash_attn_ext (SessionOptions::flash_attn)
