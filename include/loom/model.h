@@ -57,6 +57,9 @@ struct HParams {
   // p - n_swa < j <= p. They rope with their own base and scale.
   int64_t n_swa = 0;       // 0: no sliding-window layers
   int64_t swa_period = 0;  // every swa_period-th layer is global, the others use the window (0: all do)
+  // A per-layer attention.sliding_window_pattern array (true: windowed), in
+  // place of the period; empty: the period decides.
+  std::vector<bool> swa_layers;
   float rope_freq_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
   float embd_scale = 1.0f;     // token embeddings are multiplied by it (gemma: sqrt(n_embd))
@@ -66,14 +69,23 @@ struct HParams {
   // Mixture of experts (0 when the layers are dense): experts per layer,
   // experts each token uses, and the feed-forward size of one expert.
   int64_t n_expert = 0;
-  int64_t n_expert_used = 0;
+  int64_t n_expert_used = 0;  // layer 0's when expert_used_count is a per-layer array
   int64_t n_ff_exp = 0;
+  std::vector<int64_t> n_expert_used_layers;  // that array; empty: n_expert_used in every layer
 
   int64_t head_dim() const { return n_embd_head; }
   int64_t n_embd_q() const { return head_dim() * n_head; }
   int64_t n_embd_kv() const { return head_dim() * n_head_kv; }
-  // Layer il uses the sliding window: all but the last of each swa_period layers.
-  bool is_swa(int64_t il) const { return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1); }
+  // Layer il uses the sliding window: as swa_layers says, else all but the
+  // last of each swa_period layers.
+  bool is_swa(int64_t il) const {
+    if (n_swa <= 0) return false;
+    if (!swa_layers.empty()) return swa_layers[static_cast<size_t>(il)];
+    return swa_period == 0 || il % swa_period < swa_period - 1;
+  }
+  int64_t expert_used(int64_t il) const {
+    return n_expert_used_layers.empty() ? n_expert_used : n_expert_used_layers[static_cast<size_t>(il)];
+  }
   // Reads and checks the "<arch>." keys of a supported family; refuses an
   // unknown family and any "<arch>." key the family does not read. Errors
   // name the file and key.
@@ -116,6 +128,7 @@ struct Layer {
   Tensor* ffn_gate_exps = nullptr;
   Tensor* ffn_up_exps = nullptr;
   Tensor* ffn_down_exps = nullptr;
+  int64_t n_expert_used = 0;  // experts each token uses in this layer (HParams::expert_used)
 };
 
 struct LoadOptions {

@@ -35,6 +35,27 @@ std::optional<std::string> ArchKeys::get_string_or(std::string_view suffix) {
   return file_.get_string(k);
 }
 
+std::optional<std::vector<uint64_t>> ArchKeys::get_layer_array_or(std::string_view suffix, int64_t n_layer) {
+  const std::string k = key(suffix);
+  const gguf::Value* v = file_.find(k);
+  if (!v || v->type != gguf::ValueType::Array) return std::nullopt;
+  read_.insert(k);
+  const gguf::Array& a = v->as_array();
+  if (static_cast<int64_t>(a.size()) != n_layer)
+    fail("{}: {} has {} values but the model has {} layers (block_count)", file_.path(), k, a.size(), n_layer);
+  std::vector<uint64_t> out;
+  out.reserve(a.size());
+  try {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const gguf::Value e = a[i];
+      out.push_back(e.type == gguf::ValueType::Bool ? uint64_t{e.as_bool()} : e.as_uint());
+    }
+  } catch (const Error& e) {
+    fail("{}: {}: {}", file_.path(), k, e.what());
+  }
+  return out;
+}
+
 void ArchKeys::refuse_unread() const {
   std::string unread;
   for (const gguf::KeyValue& kv : file_.metadata())
@@ -55,13 +76,25 @@ void require_absent_or(ArchKeys& k, std::string_view suffix, uint64_t allowed, s
 }
 
 // expert_count and expert_used_count, which every family may have (0 or
-// absent: dense layers). The families with experts route by softmax over
-// the experts' logits, as llama.cpp runs them; a file asking for another
-// gating function is refused.
+// absent: dense layers). expert_used_count may be a per-layer array; each
+// layer then uses its own count (llama.cpp's qwen3moe and llama read layer
+// 0's for every layer; files of those families never hold an array). The
+// families with experts route by softmax over the experts' logits, as
+// llama.cpp runs them; a file asking for another gating function is refused.
 void read_experts(ArchKeys& k, const Arch& arch, HParams& h) {
   const std::string& path = k.file().path();
   h.n_expert = static_cast<int64_t>(k.get_uint_or("expert_count").value_or(0));
-  h.n_expert_used = static_cast<int64_t>(k.get_uint_or("expert_used_count").value_or(0));
+  if (auto per_layer = k.get_layer_array_or("expert_used_count", h.n_layer)) {
+    const auto [lo, hi] = std::minmax_element(per_layer->begin(), per_layer->end());
+    if (!per_layer->empty() && (*lo == 0 ? *hi != 0 : *hi > static_cast<uint64_t>(h.n_expert)))
+      fail("{}: {} = {}: every layer must use between 1 and {} = {} experts{}", path, k.key("expert_used_count"),
+           k.file().get(k.key("expert_used_count")).to_string(8), k.key("expert_count"), h.n_expert,
+           h.n_expert == 0 ? " (or all 0 without experts)" : "");
+    h.n_expert_used = per_layer->empty() ? 0 : static_cast<int64_t>(per_layer->front());
+    if (*lo != *hi) h.n_expert_used_layers.assign(per_layer->begin(), per_layer->end());
+  } else {
+    h.n_expert_used = static_cast<int64_t>(k.get_uint_or("expert_used_count").value_or(0));
+  }
   if (h.n_expert == 0) {
     if (h.n_expert_used != 0)
       fail("{}: {} = {} but {} is {}: a model without experts uses none", path, k.key("expert_used_count"),

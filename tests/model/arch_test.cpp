@@ -110,9 +110,11 @@ void rope(Vec& v, const HParams& h, int64_t n_heads, int pos, const Vec& factors
 }
 
 // Logits of every position, from the weights and the families' definitions.
-// The window, soft-caps and rope come from the spec the file was written from.
+// The window, soft-caps and rope come from the spec the file was written from;
+// `windows`, when given, says which layers are windowed instead of the
+// family's default pattern.
 std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const std::vector<int32_t>& tokens,
-                                   int64_t n_ctx) {
+                                   int64_t n_ctx, const std::vector<bool>* windows = nullptr) {
   const HParams& h = m.hparams();
   const int64_t hd = h.head_dim(), nq = h.n_embd_q(), nkv = h.n_embd_kv(), T = static_cast<int64_t>(tokens.size());
   const Vec embd = values(m.token_embd());
@@ -134,7 +136,10 @@ std::vector<Vec> reference_forward(const Model& m, const ModelSpec& spec, const 
                               ? std::sqrt(1.0 + std::log(double(spec.n_ctx) / orig) / std::log(double(orig))) : 1.0;
     // gemma2: even layers see the last n_swa positions, gemma3: all but every
     // 6th layer, which alone ropes with the file's base and scale (gemma2: all).
-    const bool windowed = h.arch == "gemma2" ? il % 2 == 0 : h.arch == "gemma3" ? il % 6 != 5 : false;
+    const bool windowed = windows ? (*windows)[static_cast<size_t>(il)]
+                          : h.arch == "gemma2" ? il % 2 == 0
+                          : h.arch == "gemma3" ? il % 6 != 5
+                                               : false;
     const bool local_rope = h.arch == "gemma3" && windowed;
     const double base = local_rope ? 10000.0 : spec.rope_freq_base;
     const double rscale = local_rope || spec.rope_scale == 0.0f ? 1.0 : 1.0 / spec.rope_scale;
@@ -399,6 +404,54 @@ TEST(ArchRefusal, LongRopeNeedsBothFactorSets) {
   const std::string p = rewrite(phi3, "phi3_long_only", {}, {{"rope_factors_long.weight", {4}}});
   expect_refused(p, {p, "'rope_factors_short.weight' is missing", "both the short and the long factors"});
   std::filesystem::remove(phi3);
+}
+
+// attention.sliding_window_pattern as a per-layer array: each layer is
+// windowed as the array says (checked against the plain forward pass), an
+// array of the default pattern gives the logits of the period, and an array
+// of the wrong length is refused naming both sizes.
+TEST(ArchHParams, PerLayerSlidingWindowPattern) {
+  using gguf::Value;
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
+  const auto bools = [](const std::vector<bool>& v) {
+    gguf::Array a(gguf::ValueType::Bool);
+    for (bool b : v) a.push_back(Value::boolean(b));
+    return Value::array(std::move(a));
+  };
+  for (const Family& f : {kFamilies[5], kFamilies[6]}) {
+    const ModelSpec spec = small_spec(f);
+    const std::string src = temp_model(spec.arch + "_pattern_src");
+    write_random_model(spec, DType::F32, 5, src);
+    const std::string key = spec.arch + ".attention.sliding_window_pattern";
+    std::vector<bool> windows(static_cast<size_t>(spec.n_layer));
+    for (size_t il = 0; il < windows.size(); ++il) windows[il] = il % 3 == 1;  // another pattern than the period's
+    const std::string p = rewrite(src, spec.arch + "_pattern", {{key, bools(windows)}});
+    auto m = Model::load(p, cpu_only());
+    for (int64_t il = 0; il < spec.n_layer; ++il) EXPECT_EQ(m->layers()[il].swa, windows[il]) << spec.arch << " " << il;
+    const auto ref = reference_forward(*m, spec, tokens, 32, &windows);
+    Session s(*m, {.n_ctx = 32, .type_k = DType::F32, .type_v = DType::F32});
+    const auto got = s.decode(tokens, true);
+    const int64_t nv = m->hparams().n_vocab;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      EXPECT_LT(max_rel_error(std::span(got).subspan(t * nv, nv), ref[t]), 1e-4) << spec.arch << " token " << t;
+    m.reset();
+    // The default pattern as an array: the same logits as the period.
+    std::vector<bool> period(windows.size());
+    for (size_t il = 0; il < period.size(); ++il) period[il] = spec.arch == "gemma2" ? il % 2 == 0 : il % 6 != 5;
+    const std::string q = rewrite(src, spec.arch + "_pattern_default", {{key, bools(period)}});
+    std::vector<float> out[2];
+    for (int i = 0; i < 2; ++i) {
+      auto mi = Model::load(i == 0 ? src : q, cpu_only());
+      Session si(*mi, {.n_ctx = 32});
+      out[i] = si.decode(tokens);
+    }
+    EXPECT_EQ(out[0], out[1]) << spec.arch;
+    windows.pop_back();
+    expect_refused(rewrite(src, spec.arch + "_pattern_short", {{key, bools(windows)}}),
+                   {key, std::to_string(spec.n_layer - 1) + " values but the model has " +
+                             std::to_string(spec.n_layer) + " layers"});
+    for (const std::string& path : {src, p, q}) std::filesystem::remove(path);
+  }
 }
 
 TEST(ArchHParams, GemmaWindowsCapsAndRopeBases) {

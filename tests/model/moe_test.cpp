@@ -124,10 +124,10 @@ Vec moe_reference(const HParams& h, const Layer& L, const Vec& x) {
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&p](int64_t a, int64_t b) { return p[a] > p[b]; });
   double picked = 0.0;
-  for (int64_t s = 0; s < h.n_expert_used; ++s) picked += p[order[s]];
+  for (int64_t s = 0; s < L.n_expert_used; ++s) picked += p[order[s]];
   const Vec gate = values(L.ffn_gate_exps), up = values(L.ffn_up_exps), down = values(L.ffn_down_exps);
   Vec out(d, 0.0);
-  for (int64_t s = 0; s < h.n_expert_used; ++s) {
+  for (int64_t s = 0; s < L.n_expert_used; ++s) {
     const int64_t e = order[s];
     Vec g = matvec(gate, d, ff, x, e * ff);
     const Vec u = matvec(up, d, ff, x, e * ff);
@@ -163,20 +163,29 @@ TEST_P(MoeFamily, LoadsWithItsExpertShapes) {
   }
 }
 
-TEST_P(MoeFamily, MatchesAPlainMixtureOfExperts) {
-  const std::string path = ffn_only_model(GetParam(), GetParam() + "_ffn");
-  auto m = Model::load(path, cpu_only());
+void expect_refused(const std::string& path, std::initializer_list<std::string> needles) {
+  try {
+    Model::load(path, cpu_only());
+    ADD_FAILURE() << "loaded " << path;
+  } catch (const Error& e) {
+    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
   std::filesystem::remove(path);
-  const HParams& h = m->hparams();
+}
+
+// Every token's logits against the plain mixture of experts, layer by layer
+// with each layer's expert count (Layer::n_expert_used).
+void expect_plain_mixture_of_experts(const Model& m) {
+  const HParams& h = m.hparams();
   const std::vector<int32_t> tokens = {1, 17, 250, 3, 99, 42, 7, 300, 5, 11, 12, 13, 14, 15, 16, 31};
   // Several micro-batches, so that rows of more than one token and single
   // tokens both go through mul_mat_id.
-  Session s(*m, {.n_ctx = 32, .n_ubatch = 5, .type_k = DType::F32, .type_v = DType::F32});
+  Session s(m, {.n_ctx = 32, .n_ubatch = 5, .type_k = DType::F32, .type_v = DType::F32});
   const auto logits = s.decode(tokens, true);
-  const Vec embd = values(m->token_embd()), out_w = values(m->output()), out_norm = values(m->output_norm());
+  const Vec embd = values(m.token_embd()), out_w = values(m.output()), out_norm = values(m.output_norm());
   for (size_t t = 0; t < tokens.size(); ++t) {
     Vec x(embd.begin() + tokens[t] * h.n_embd, embd.begin() + (tokens[t] + 1) * h.n_embd);
-    for (const Layer& L : m->layers()) {
+    for (const Layer& L : m.layers()) {
       const Vec y = moe_reference(h, L, rms_norm(x, values(L.ffn_norm), h.rms_eps));
       for (int64_t i = 0; i < h.n_embd; ++i) x[i] += y[i];
     }
@@ -188,18 +197,44 @@ TEST_P(MoeFamily, MatchesAPlainMixtureOfExperts) {
   }
 }
 
+TEST_P(MoeFamily, MatchesAPlainMixtureOfExperts) {
+  const std::string path = ffn_only_model(GetParam(), GetParam() + "_ffn");
+  auto m = Model::load(path, cpu_only());
+  std::filesystem::remove(path);
+  for (const Layer& L : m->layers()) EXPECT_EQ(L.n_expert_used, moe_spec(GetParam()).n_expert_used);
+  expect_plain_mixture_of_experts(*m);
+}
+
+// expert_used_count as a per-layer array: each layer picks its own number of
+// experts; a count above expert_count or an array of the wrong length is
+// refused, naming the key.
+TEST_P(MoeFamily, PerLayerExpertCounts) {
+  using gguf::Value;
+  const std::string src = ffn_only_model(GetParam(), GetParam() + "_per_layer_src");
+  const std::string key = GetParam() + ".expert_used_count";
+  const auto counts = [](std::vector<uint32_t> v) {
+    gguf::Array a(gguf::ValueType::U32);
+    for (uint32_t c : v) a.push_back(Value::u32(c));
+    return Value::array(std::move(a));
+  };
+  const std::string path = rewrite(src, GetParam() + "_per_layer", {.keys = {{key, counts({4, 1})}}});
+  auto m = Model::load(path, cpu_only());
+  EXPECT_EQ(m->layers()[0].n_expert_used, 4);
+  EXPECT_EQ(m->layers()[1].n_expert_used, 1);
+  EXPECT_EQ(m->hparams().n_expert_used, 4);  // layer 0's, as llama.cpp reads it
+  expect_plain_mixture_of_experts(*m);
+  m.reset();
+  std::filesystem::remove(path);
+  expect_refused(rewrite(src, GetParam() + "_per_layer_big", {.keys = {{key, counts({2, 7})}}}),
+                 {key, "between 1 and"});
+  expect_refused(rewrite(src, GetParam() + "_per_layer_short", {.keys = {{key, counts({2})}}}),
+                 {key, "1 values but the model has 2 layers"});
+  std::filesystem::remove(src);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, MoeFamily, ::testing::Values("llama", "qwen3moe"),
                          [](const auto& info) { return info.param; });
 
-void expect_refused(const std::string& path, std::initializer_list<std::string> needles) {
-  try {
-    Model::load(path, cpu_only());
-    ADD_FAILURE() << "loaded " << path;
-  } catch (const Error& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-  std::filesystem::remove(path);
-}
 
 TEST(MoeRefusal, ExpertKeysAndTensorsThatCannotRunFaithfully) {
   using gguf::Value;

@@ -39,6 +39,10 @@ class ArchKeys {
   std::optional<uint64_t> get_uint_or(std::string_view suffix);
   std::optional<float> get_f32_or(std::string_view suffix);
   std::optional<std::string> get_string_or(std::string_view suffix);
+  // A per-layer array (integers or booleans as 0/1), when the key holds
+  // one; it must have n_layer values. A scalar or no key: nothing (and a
+  // scalar is not marked read).
+  std::optional<std::vector<uint64_t>> get_layer_array_or(std::string_view suffix, int64_t n_layer);
   // Marks a key as read without using it: for keys that do not change the
   // math (the reason is the caller's comment).
   void ignore(std::string_view suffix) { read_.insert(key(suffix)); }

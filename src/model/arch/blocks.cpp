@@ -35,6 +35,7 @@ void declare_moe_ffn(ModelWeights& w, const HParams& h, int64_t il, Layer& L) {
   L.ffn_gate_exps = w(p + "ffn_gate_exps.weight", {h.n_embd, ff, ne}, il, Op::MulMatId);
   L.ffn_up_exps = w(p + "ffn_up_exps.weight", {h.n_embd, ff, ne}, il, Op::MulMatId);
   L.ffn_down_exps = w(p + "ffn_down_exps.weight", {ff, h.n_embd, ne}, il, Op::MulMatId);
+  L.n_expert_used = h.expert_used(il);
 }
 
 Tensor* rms_norm_mul(LayerGraph& g, Tensor* x, Tensor* w) { return mul(g.ctx, rms_norm(g.ctx, x, g.h.rms_eps), w); }
@@ -150,7 +151,7 @@ Tensor* ffn_gated(LayerGraph& g, const Layer& L, Tensor* x, Tensor* (*act)(Conte
 
 Tensor* ffn_moe(LayerGraph& g, const Layer& L, Tensor* x) {
   Context& ctx = g.ctx;
-  const int64_t n = g.n, n_used = g.h.n_expert_used, n_embd = x->ne[0];
+  const int64_t n = g.n, n_used = L.n_expert_used, n_embd = x->ne[0];
   Tensor* probs = soft_max(ctx, linear(g, L.ffn_gate_inp, x));  // [n_expert, n]
   Tensor* ids = top_k(ctx, probs, n_used);                       // [n_used, n]
   Tensor* w = get_rows(ctx, reshape(ctx, probs, {1, g.h.n_expert, n, 1}), ids);  // [1, n_used, n]
@@ -179,6 +180,14 @@ Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x) {
   x = add(g.ctx, x, self_attention(g, L, rms_norm_mul(g, x, L.attn_norm)));
   Tensor* h = rms_norm_mul(g, x, L.ffn_norm);
   return add(g.ctx, x, L.ffn_gate_inp ? ffn_moe(g, L, h) : ffn_silu_gated(g, L, h));
+}
+
+void read_swa_pattern(ArchKeys& k, HParams& h, int64_t period) {
+  if (auto layers = k.get_layer_array_or("attention.sliding_window_pattern", h.n_layer)) {
+    h.swa_layers.assign(layers->begin(), layers->end());
+    return;
+  }
+  h.swa_period = static_cast<int64_t>(k.get_uint_or("attention.sliding_window_pattern").value_or(period));
 }
 
 float gemma_attn_scale(const HParams& h, int64_t n_layer_27b) {

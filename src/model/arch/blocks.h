@@ -80,6 +80,12 @@ Tensor* ffn_moe(LayerGraph& g, const Layer& L, Tensor* x);
 // with ffn_moe for a layer with experts (a router), else ffn_silu_gated.
 Tensor* pre_norm_layer(LayerGraph& g, const Layer& L, Tensor* x);
 
+// attention.sliding_window_pattern: a period (every period-th layer global;
+// `period` when absent) or a per-layer array (true: windowed). llama.cpp
+// reads only the period for gemma2/gemma3 (an array leaves its default);
+// converters write arrays only for other families.
+void read_swa_pattern(ArchKeys& k, HParams& h, int64_t period);
+
 // The attention scale of Gemma 2 and 3: 1/sqrt(head_dim), but 1/sqrt(n_embd
 // / n_head) (the query_pre_attn_scalar of the 27B models) at the 27B
 // models' layer count, as llama.cpp decides it.

@@ -22,7 +22,7 @@ class Gemma2Arch final : public Arch {
 
   void read_hparams(ArchKeys& k, HParams& h) const override {
     h.n_swa = static_cast<int64_t>(k.get_uint_or("attention.sliding_window").value_or(4096));
-    h.swa_period = static_cast<int64_t>(k.get_uint_or("attention.sliding_window_pattern").value_or(2));
+    read_swa_pattern(k, h, 2);
     h.rope_freq_base_swa = k.get_f32_or("rope.freq_base_swa").value_or(h.rope_freq_base);
     h.rope_freq_scale_swa = h.rope_freq_scale;
     h.attn_softcap = k.get_f32_or("attn_logit_softcapping").value_or(50.0f);

@@ -22,13 +22,14 @@ class Gemma3Arch final : public Arch {
     // Without a window (or with 0) every layer is global and the window
     // layers' keys have no effect, as in llama.cpp.
     const auto window = k.get_uint_or("attention.sliding_window");
-    const auto period = k.get_uint_or("attention.sliding_window_pattern");
     const auto base_swa = k.get_f32_or("rope.freq_base_swa");
     if (window && *window > 0) {
       h.n_swa = static_cast<int64_t>(*window);
-      h.swa_period = static_cast<int64_t>(period.value_or(6));
+      read_swa_pattern(k, h, 6);
       h.rope_freq_base_swa = base_swa.value_or(10000.0f);
       h.rope_freq_scale_swa = 1.0f;
+    } else {
+      k.ignore("attention.sliding_window_pattern");
     }
     h.final_softcap = k.get_f32_or("final_logit_softcapping").value_or(0.0f);
     h.embd_scale = std::sqrt(static_cast<float>(h.n_embd));
