@@ -15,6 +15,7 @@
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/model_checks.h"
 
 namespace loom {
 namespace {
@@ -342,15 +343,7 @@ std::string rewrite(const std::string& src, const std::string& tag, const std::v
   return out;
 }
 
-void expect_refused(const std::string& path, std::initializer_list<std::string> needles) {
-  try {
-    Model::load(path, cpu_only());
-    ADD_FAILURE() << "loaded " << path;
-  } catch (const Error& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-  std::filesystem::remove(path);
-}
+using test::expect_load_refused;
 
 TEST(ArchRefusal, UnknownTensorsKeysAndFamiliesNameTheFileAndWhat) {
   using gguf::Value;
@@ -358,24 +351,24 @@ TEST(ArchRefusal, UnknownTensorsKeysAndFamiliesNameTheFileAndWhat) {
   write_random_model(small_spec(kFamilies[0]), DType::F32, 3, src);
   // A MoE router the llama family here does not run.
   std::string p = rewrite(src, "router", {}, {{"blk.0.ffn_gate_inp.weight", {64, 8}}});
-  expect_refused(p, {p, "blk.0.ffn_gate_inp.weight [64, 8, 1, 1]", "'llama' family does not use"});
+  expect_load_refused(p, {p, "blk.0.ffn_gate_inp.weight [64, 8, 1, 1]", "'llama' family does not use"});
   // Keys that change the math: expert counts, a sliding window, soft-capping, YaRN.
   p = rewrite(src, "experts", {{"llama.expert_count", Value::u32(8)}});
-  expect_refused(p, {p, "llama.expert_count = 8", "mixture of experts"});
+  expect_load_refused(p, {p, "llama.expert_count = 8", "mixture of experts"});
   p = rewrite(src, "swa", {{"llama.attention.sliding_window", Value::u32(16)}});
-  expect_refused(p, {p, "llama.attention.sliding_window = 16", "does not use"});
+  expect_load_refused(p, {p, "llama.attention.sliding_window = 16", "does not use"});
   p = rewrite(src, "softcap", {{"llama.final_logit_softcapping", Value::f32(30.0f)}});
-  expect_refused(p, {"llama.final_logit_softcapping = 30"});
+  expect_load_refused(p, {"llama.final_logit_softcapping = 30"});
   p = rewrite(src, "yarn", {{"llama.rope.scaling.type", Value::string("yarn")}});
-  expect_refused(p, {"llama.rope.scaling.type = 'yarn'"});
+  expect_load_refused(p, {"llama.rope.scaling.type = 'yarn'"});
   p = rewrite(src, "vlen", {{"llama.attention.value_length", Value::u32(8)}});
-  expect_refused(p, {"llama.attention.value_length = 8"});
+  expect_load_refused(p, {"llama.attention.value_length = 8"});
   // A block count that would size a huge layer table (a fuzz finding: 12 GB
   // allocated before any tensor was looked at).
   p = rewrite(src, "layers", {{"llama.block_count", Value::u32(3000000000u)}});
-  expect_refused(p, {p, "llama.block_count = 3000000000 is more than the", "the limit on the layer count"});
+  expect_load_refused(p, {p, "llama.block_count = 3000000000 is more than the", "the limit on the layer count"});
   p = rewrite(src, "falcon", {{"general.architecture", Value::string("falcon")}});
-  expect_refused(p, {"architecture 'falcon' is not supported", "llama, qwen2, qwen3, phi3"});
+  expect_load_refused(p, {"architecture 'falcon' is not supported", "llama, qwen2, qwen3, phi3"});
   // Keys that do not change the math load: a zero expert count, the vocab size.
   p = rewrite(src, "harmless", {{"llama.expert_count", Value::u32(0)}, {"llama.vocab_size", Value::u32(320)}});
   EXPECT_NO_THROW(Model::load(p, cpu_only()));
@@ -391,9 +384,9 @@ TEST(ArchRefusal, GemmaOutputWeightAndSoftcapKeys) {
   write_random_model(small_spec(kFamilies[5]), DType::F32, 3, g2);
   write_random_model(small_spec(kFamilies[6]), DType::F32, 3, g3);
   std::string p = rewrite(g2, "g2_output", {}, {{"output.weight", {64, 320}}});
-  expect_refused(p, {p, "output.weight", "'gemma2' family does not use"});
+  expect_load_refused(p, {p, "output.weight", "'gemma2' family does not use"});
   p = rewrite(g3, "g3_softcap", {{"gemma3.attn_logit_softcapping", Value::f32(50.0f)}});
-  expect_refused(p, {"gemma3.attn_logit_softcapping = 50"});
+  expect_load_refused(p, {"gemma3.attn_logit_softcapping = 50"});
   std::filesystem::remove(g2);
   std::filesystem::remove(g3);
 }
@@ -402,7 +395,7 @@ TEST(ArchRefusal, LongRopeNeedsBothFactorSets) {
   const std::string phi3 = temp_model("refusal_phi3");
   write_random_model(small_spec(kFamilies[4]), DType::F32, 3, phi3);
   const std::string p = rewrite(phi3, "phi3_long_only", {}, {{"rope_factors_long.weight", {4}}});
-  expect_refused(p, {p, "'rope_factors_short.weight' is missing", "both the short and the long factors"});
+  expect_load_refused(p, {p, "'rope_factors_short.weight' is missing", "both the short and the long factors"});
   std::filesystem::remove(phi3);
 }
 
@@ -447,7 +440,7 @@ TEST(ArchHParams, PerLayerSlidingWindowPattern) {
     }
     EXPECT_EQ(out[0], out[1]) << spec.arch;
     windows.pop_back();
-    expect_refused(rewrite(src, spec.arch + "_pattern_short", {{key, bools(windows)}}),
+    expect_load_refused(rewrite(src, spec.arch + "_pattern_short", {{key, bools(windows)}}),
                    {key, std::to_string(spec.n_layer - 1) + " values but the model has " +
                              std::to_string(spec.n_layer) + " layers"});
     for (const std::string& path : {src, p, q}) std::filesystem::remove(path);

@@ -18,6 +18,7 @@
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/model_checks.h"
 #include "test_devices.h"
 
 namespace loom {
@@ -163,15 +164,7 @@ TEST_P(MoeFamily, LoadsWithItsExpertShapes) {
   }
 }
 
-void expect_refused(const std::string& path, std::initializer_list<std::string> needles) {
-  try {
-    Model::load(path, cpu_only());
-    ADD_FAILURE() << "loaded " << path;
-  } catch (const Error& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-  std::filesystem::remove(path);
-}
+using test::expect_load_refused;
 
 // Every token's logits against the plain mixture of experts, layer by layer
 // with each layer's expert count (Layer::n_expert_used).
@@ -225,9 +218,9 @@ TEST_P(MoeFamily, PerLayerExpertCounts) {
   expect_plain_mixture_of_experts(*m);
   m.reset();
   std::filesystem::remove(path);
-  expect_refused(rewrite(src, GetParam() + "_per_layer_big", {.keys = {{key, counts({2, 7})}}}),
+  expect_load_refused(rewrite(src, GetParam() + "_per_layer_big", {.keys = {{key, counts({2, 7})}}}),
                  {key, "between 1 and"});
-  expect_refused(rewrite(src, GetParam() + "_per_layer_short", {.keys = {{key, counts({2})}}}),
+  expect_load_refused(rewrite(src, GetParam() + "_per_layer_short", {.keys = {{key, counts({2})}}}),
                  {key, "1 values but the model has 2 layers"});
   std::filesystem::remove(src);
 }
@@ -247,38 +240,38 @@ TEST(MoeRefusal, ExpertKeysAndTensorsThatCannotRunFaithfully) {
   write_random_model(qwen3, DType::F32, 3, dense);
 
   std::string p = rewrite(q3m, "used_gt", {.keys = {{"qwen3moe.expert_used_count", Value::u32(7)}}});
-  expect_refused(p, {p, "qwen3moe.expert_used_count = 7 is more than qwen3moe.expert_count = 6"});
+  expect_load_refused(p, {p, "qwen3moe.expert_used_count = 7 is more than qwen3moe.expert_count = 6"});
   p = rewrite(mix, "no_used", {.keys = {{"llama.expert_used_count", Value::u32(0)}}});
-  expect_refused(p, {p, "llama.expert_count = 6 but llama.expert_used_count is 0"});
+  expect_load_refused(p, {p, "llama.expert_count = 6 but llama.expert_used_count is 0"});
   p = rewrite(mix, "used_no_count", {.keys = {{"llama.expert_count", Value::u32(0)}}});
-  expect_refused(p, {p, "llama.expert_used_count = 2 but llama.expert_count is 0"});
+  expect_load_refused(p, {p, "llama.expert_used_count = 2 but llama.expert_count is 0"});
   // Expert keys the families do not read change the math: refused by name.
   p = rewrite(q3m, "shared", {.keys = {{"qwen3moe.expert_shared_feed_forward_length", Value::u32(64)}}});
-  expect_refused(p, {p, "qwen3moe.expert_shared_feed_forward_length = 64", "does not use"});
+  expect_load_refused(p, {p, "qwen3moe.expert_shared_feed_forward_length = 64", "does not use"});
   p = rewrite(mix, "scale", {.keys = {{"llama.expert_weights_scale", Value::f32(2.5f)}}});
-  expect_refused(p, {p, "llama.expert_weights_scale = 2.5", "does not use"});
+  expect_load_refused(p, {p, "llama.expert_weights_scale = 2.5", "does not use"});
   p = rewrite(mix, "groups", {.keys = {{"llama.expert_group_count", Value::u32(2)}}});
-  expect_refused(p, {p, "llama.expert_group_count = 2"});
+  expect_load_refused(p, {p, "llama.expert_group_count = 2"});
   p = rewrite(q3m, "sigmoid", {.keys = {{"qwen3moe.expert_gating_func", Value::u32(2)}}});
-  expect_refused(p, {p, "qwen3moe.expert_gating_func = 2: only softmax gating"});
+  expect_load_refused(p, {p, "qwen3moe.expert_gating_func = 2: only softmax gating"});
   // A family without experts.
   p = rewrite(dense, "dense_experts",
               {.keys = {{"qwen3.expert_count", Value::u32(4)}, {"qwen3.expert_used_count", Value::u32(2)}}});
-  expect_refused(p, {p, "qwen3.expert_count = 4", "not supported by Loom's 'qwen3' family"});
+  expect_load_refused(p, {p, "qwen3.expert_count = 4", "not supported by Loom's 'qwen3' family"});
   // qwen3moe without experts.
   p = rewrite(q3m, "q3m_dense",
               {.keys = {{"qwen3moe.expert_count", Value::u32(0)}, {"qwen3moe.expert_used_count", Value::u32(0)}}});
-  expect_refused(p, {p, "qwen3moe.expert_count is 0: a qwen3moe model needs experts"});
+  expect_load_refused(p, {p, "qwen3moe.expert_count is 0: a qwen3moe model needs experts"});
   // An expert tensor no family reads (a shared expert).
   p = rewrite(q3m, "shexp", {.extra = {{"blk.0.ffn_up_shexp.weight", {64, 32}}}});
-  expect_refused(p, {p, "blk.0.ffn_up_shexp.weight [64, 32, 1, 1]", "'qwen3moe' family does not use"});
+  expect_load_refused(p, {p, "blk.0.ffn_up_shexp.weight [64, 32, 1, 1]", "'qwen3moe' family does not use"});
   // An older Mixtral conversion: one 2-D tensor per expert.
   p = rewrite(mix, "per_expert",
               {.drop = {"blk.0.ffn_gate_exps.weight"}, .extra = {{"blk.0.ffn_gate.0.weight", {64, 96}}}});
-  expect_refused(p, {p, "blk.0.ffn_gate.0.weight", "one 2-D tensor per expert", "not supported"});
+  expect_load_refused(p, {p, "blk.0.ffn_gate.0.weight", "one 2-D tensor per expert", "not supported"});
   // Expert weights of the wrong shape name the tensor and both shapes.
   p = rewrite(q3m, "shape", {.keys = {{"qwen3moe.expert_feed_forward_length", Value::u32(32)}}});
-  expect_refused(p, {p, "blk.0.ffn_gate_exps.weight' has shape [64, 64, 6, 1], expected [64, 32, 6, 1]"});
+  expect_load_refused(p, {p, "blk.0.ffn_gate_exps.weight' has shape [64, 64, 6, 1], expected [64, 32, 6, 1]"});
   for (const auto& f : {mix, q3m, dense}) std::filesystem::remove(f);
 }
 

@@ -14,6 +14,7 @@
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/model_checks.h"
 #include "test_devices.h"
 
 namespace loom {
@@ -144,15 +145,7 @@ int32_t argmax(std::span<const float> v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// The largest |a - b| over the largest |b|.
-double relative_error(std::span<const float> a, std::span<const float> b) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return err / scale;
-}
+using test::relative_error;
 
 // Documented tolerance (max |diff| over max |logit|): interleaving changes
 // only the order of the cells attention sums over and the micro-batch

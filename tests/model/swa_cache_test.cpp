@@ -15,6 +15,7 @@
 #include "loom/model.h"
 #include "loom/registry.h"
 #include "model_gen/model_gen.h"
+#include "support/model_checks.h"
 #include "support/temp_model.h"
 #include "test_devices.h"
 
@@ -24,15 +25,7 @@ namespace {
 // gemma3: layers 0-4 windowed (3 positions), 5 global, and with 4 layers
 // every layer windowed; gemma2: even layers windowed.
 ModelSpec spec(const std::string& arch, int64_t n_layer) {
-  ModelSpec s;
-  s.arch = arch;
-  s.n_vocab = 320;
-  s.n_embd = 64;
-  s.n_layer = n_layer;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_ff = 96;
-  s.n_ctx = 1024;
+  ModelSpec s = test::tiny_spec(arch, n_layer, 1024);
   s.n_swa = 3;
   return s;
 }
@@ -43,15 +36,7 @@ std::vector<int32_t> tokens(size_t n) {
   return t;
 }
 
-// The largest |a - b| over the largest |b|.
-double relative_error(std::span<const float> a, std::span<const float> b) {
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return err / scale;
-}
+using test::relative_error;
 
 size_t kv_bytes(const Session& s) {
   size_t total = 0;

@@ -14,15 +14,7 @@ namespace loom::serve {
 namespace {
 
 ModelSpec gemma3_spec() {
-  ModelSpec s;
-  s.arch = "gemma3";
-  s.n_vocab = 320;
-  s.n_embd = 64;
-  s.n_layer = 6;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_ff = 96;
-  s.n_ctx = 1024;
+  ModelSpec s = test::tiny_spec("gemma3", 6, 1024);
   s.n_swa = 3;
   return s;
 }

@@ -11,6 +11,11 @@
 
 namespace loom::test {
 
+// A tiny model of `arch` that runs in milliseconds: vocabulary 320,
+// embedding 64, 4 heads (2 for k and v), feed-forward 96, the given layers
+// and training context.
+ModelSpec tiny_spec(const std::string& arch, int64_t n_layer, int64_t n_ctx);
+
 class TempModel {
  public:
   TempModel(const std::string& tag, const ModelSpec& spec, DType type, uint64_t seed);
