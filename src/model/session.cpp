@@ -118,7 +118,7 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   const auto& layers = model.layers();
   const bool any_swa = std::any_of(layers.begin(), layers.end(), [](const Layer& L) { return L.swa; });
   if (any_swa && !options_.swa_full) {
-    const int64_t want = std::min(h.n_swa, n_ctx_) * options_.n_seq_max + options_.n_ubatch;
+    const int64_t want = std::min(h.n_swa, n_ctx_) * options_.n_seq_max + std::min(options_.n_ubatch, n_ctx_);
     const int64_t cells = std::min(n_ctx_, (want + kKvPadding - 1) / kKvPadding * kKvPadding);
     if (cells < n_ctx_) {
       swa_cells_ = KvCells(cells);
