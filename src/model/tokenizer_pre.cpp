@@ -9,6 +9,10 @@
 //                  every non-ASCII whitespace code point, as in llama.cpp)
 //   \d           -> [0-9] (ECMAScript digits are ASCII)
 //   \p{Lu} etc.  -> \p{L} (llama.cpp's markers know no letter case)
+//   \p{L}, \p{N}, \p{M}, \p{P}, \p{S} -> with the code points Unicode 15.0
+//                  and 15.1 assigned to them (kUnicode15), which llama.cpp's
+//                  tables (15.1) have and Debian 12's PCRE2 (10.42, Unicode
+//                  14.0 tables) leaves unassigned
 //   \p{Han}      -> llama.cpp's Han ranges
 //   $            -> \z (ECMAScript $ is the end of the piece only)
 // An empty match splits the piece where it occurs, as std::regex_iterator
@@ -103,6 +107,38 @@ constexpr std::string_view kHan =
     R"(\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F})"
     R"(\x{2B820}-\x{2CEAF}\x{2CEB0}-\x{2EBEF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F})";
 
+// Per category, the code points Unicode 15.0 and 15.1 assigned: CJK
+// extensions H and I, Kawi, Nag Mundari, Kaktovik numerals, Cyrillic
+// extension D, new symbols and emoji, ... Found by comparing every code point
+// of llama.cpp's unicode-data tables with PCRE2's \p classes; none differs
+// the other way, and no other category (\p{Z}, whitespace) differs. With a
+// PCRE2 whose tables already hold them they change nothing.
+struct Unicode15 {
+  std::string_view category, ranges;
+};
+constexpr Unicode15 kUnicode15[] = {
+    {"L", R"(\x{1123F}-\x{11240}\x{11F02}\x{11F04}-\x{11F10}\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446})"
+          R"(\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A}\x{1E030}-\x{1E06D}\x{1E4D0}-\x{1E4EB}\x{2B739})"
+          R"(\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})"},
+    {"N", R"(\x{11F50}-\x{11F59}\x{1D2C0}-\x{1D2D3}\x{1E4F0}-\x{1E4F9})"},
+    {"M", R"(\x{CF3}\x{ECE}\x{10EFD}-\x{10EFF}\x{11241}\x{11F00}-\x{11F01}\x{11F03}\x{11F34}-\x{11F3A})"
+          R"(\x{11F3E}-\x{11F42}\x{13440}\x{13447}-\x{13455}\x{1E08F}\x{1E4EC}-\x{1E4EF})"},
+    {"P", R"(\x{11B00}-\x{11B09}\x{11F43}-\x{11F4F})"},
+    {"S", R"(\x{2FFC}-\x{2FFF}\x{31EF}\x{1F6DC}\x{1F774}-\x{1F776}\x{1F77B}-\x{1F77F}\x{1F7D9})"
+          R"(\x{1FA75}-\x{1FA77}\x{1FA87}-\x{1FA88}\x{1FAAD}-\x{1FAAF}\x{1FABB}-\x{1FABD}\x{1FABF})"
+          R"(\x{1FACE}-\x{1FACF}\x{1FADA}-\x{1FADB}\x{1FAE8}\x{1FAF7}-\x{1FAF8})"},
+};
+
+// The class body for \p{category}, with its Unicode 15 code points.
+std::string category_class(std::string_view category) {
+  std::string body = "\\p{";
+  body += category;
+  body += '}';
+  for (const Unicode15& u : kUnicode15)
+    if (u.category == category) body += u.ranges;
+  return body;
+}
+
 bool is_whitespace(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
@@ -134,8 +170,8 @@ std::string to_pcre2(std::string_view rule) {
         const size_t close = rule.find('}', i);
         const std::string_view name = rule.substr(i + 2, close - i - 2);
         if (name == "Han") cls(kHan, false);
-        else if (name.size() == 2 && name[0] == 'L') out += R"(\p{L})";
-        else out.append("\\p{").append(name).append("}");
+        else if (name.size() == 2 && name[0] == 'L') cls(category_class("L"), false);
+        else cls(category_class(name), false);
         i = close;
       } else {
         out += c;
@@ -177,7 +213,7 @@ PreSplitter::PreSplitter(PreTokenizer pre) : byte_encode_(byte_encoded(pre)) {
   for (std::string_view source : split_rules(pre)) {
     auto rule = std::make_unique<Rule>();
     rule->digit_groups = source == kDigitGroups;
-    const std::string pattern = rule->digit_groups ? std::string(R"(\p{N}+)") : to_pcre2(source);
+    const std::string pattern = rule->digit_groups ? "[" + category_class("N") + "]+" : to_pcre2(source);
     int error = 0;
     PCRE2_SIZE error_offset = 0;
     rule->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
