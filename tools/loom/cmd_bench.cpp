@@ -57,7 +57,7 @@ std::vector<OptionSpec> bench_option_specs() {
       {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row"},
       {{"-mg", "--main-gpu"}, "I", "main offload device index for -sm none and row (default 0)"},
       {{"-ts", "--tensor-split"}, "A/B/..", "proportions per offload device, '/' between devices (default: free memory)"},
-      {{"-ot", "--override-tensor"}, "RE=BUFT", "weights matching RE go to buffer type BUFT (',' within a set, ';' between sets)"},
+      {{"-ot", "--override-tensor"}, "RE=BUFT", "weights matching RE go to buffer type BUFT (',' within a set, ';' between sets; an empty set: no override)"},
       {{"-ncmoe", "--n-cpu-moe"}, "N", "expert weights of the first N layers in CPU memory, after -ot (default 0)"},
       {{"-cmoe", "--cpu-moe"}, "", "expert weights of every layer in CPU memory, after -ot"},
       {{"-mmp", "--mmap"}, "0|1", "map the model file (default 1)"},
@@ -91,6 +91,17 @@ std::vector<std::string> all_items(const Args& args, const std::string& flag, ch
   std::vector<std::string> out;
   for (const auto& v : args.get_all(flag))
     for (auto& item : split_list(v, sep)) out.push_back(item);
+  return out;
+}
+
+// The -ot sets, ';' between them. An empty set (";x=CPU", "x=CPU;" or "")
+// runs without overrides, to compare against.
+std::vector<std::string> override_sets(const Args& args) {
+  std::vector<std::string> out;
+  for (const auto& v : args.get_all("--override-tensor")) {
+    for (auto& set : split_list(v, ';', true)) out.push_back(std::move(set));
+    if (v.empty() || v.back() == ';') out.emplace_back();
+  }
   return out;
 }
 
@@ -138,7 +149,7 @@ BenchParams parse_params(const Args& args) {
   if (auto sm = all_items(args, "--split-mode"); !sm.empty()) p.split_mode = sm;
   p.main_gpu = all_ints(args, "--main-gpu", "-mg", {0});
   if (auto ts = all_items(args, "--tensor-split"); !ts.empty()) p.tensor_split = ts;
-  if (auto ot = all_items(args, "--override-tensor", ';'); !ot.empty()) p.override_tensors = ot;
+  if (auto ot = override_sets(args); !ot.empty()) p.override_tensors = ot;
   p.n_cpu_moe = all_ints(args, "--n-cpu-moe", "-ncmoe", {0});
   p.cpu_moe = args.has("--cpu-moe");
   if (args.has("--no-mmap")) {
