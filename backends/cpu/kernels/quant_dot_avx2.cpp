@@ -9,13 +9,11 @@
 
 #include <cstring>
 
+#include "avx2_nibbles.h"
 #include "quant_dot.h"
 
 namespace loom::cpu {
 namespace {
-
-// F16C: one instruction, where types.h's fp16_to_fp32 is a call.
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -49,23 +47,6 @@ inline __m256i scale32(__m256i p, int s) { return _mm256_madd_epi16(p, _mm256_se
 // sum over sub-blocks of 16 of w[s] * bsums[s] (w as 16 int16).
 inline int bsums_dot(const BlockQ8_K& y, __m256i w) { return hsum_i32(_mm256_madd_epi16(load256(y.bsums), w)); }
 
-// 16 nibbles -> 32 bytes: low nibbles, then high nibbles (Q4_0 order).
-inline __m256i nibbles32(const uint8_t* qs) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i low = _mm_set1_epi8(0x0f);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-}
-
-// Byte j is 0x10 where bit j of the 32 bits at qh is set, else 0.
-inline __m256i q5_high_bytes(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
-}
 
 // ---- 256-element super-blocks times Q8_K ---------------------------------
 
@@ -248,7 +229,7 @@ void dot_iq4_xs(int64_t k, const void* a_row, const void* b_row, float* out) {
   for (int64_t b = 0; b < k / kQK_K; ++b) {
     __m256i acc = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
-      const __m256i w = _mm256_shuffle_epi8(table, nibbles32(x[b].qs + 16 * s));
+      const __m256i w = _mm256_shuffle_epi8(table, expand_nibbles32(x[b].qs + 16 * s));
       acc = _mm256_add_epi32(acc, scale32(mul_ss(w, load256(y[b].qs + 32 * s)), iq4_xs_scale(x[b], s)));
     }
     sum += half_to_float(x[b].d) * y[b].d * static_cast<float>(hsum_i32(acc));
@@ -283,27 +264,28 @@ const auto no_extra = [](const auto&) { return 0.0f; };
 
 void dot_q4_1(int64_t k, const void* a_row, const void* b_row, float* out) {
   *out = dot_32(k, static_cast<const BlockQ4_1*>(a_row), b_row, half_d, half_m, [](const BlockQ4_1& x, __m256i y) {
-    return scale32(mul_us(nibbles32(x.qs), y), 1);
+    return scale32(mul_us(expand_nibbles32(x.qs), y), 1);
   });
 }
 
 void dot_q5_0(int64_t k, const void* a_row, const void* b_row, float* out) {
   *out = dot_32(k, static_cast<const BlockQ5_0*>(a_row), b_row, half_d, no_extra, [](const BlockQ5_0& x, __m256i y) {
-    const __m256i w = _mm256_sub_epi8(_mm256_or_si256(nibbles32(x.qs), q5_high_bytes(x.qh)), _mm256_set1_epi8(16));
+    const __m256i w =
+        _mm256_sub_epi8(_mm256_or_si256(expand_nibbles32(x.qs), expand_fifth_bits32(x.qh)), _mm256_set1_epi8(16));
     return scale32(mul_ss(w, y), 1);
   });
 }
 
 void dot_q5_1(int64_t k, const void* a_row, const void* b_row, float* out) {
   *out = dot_32(k, static_cast<const BlockQ5_1*>(a_row), b_row, half_d, half_m, [](const BlockQ5_1& x, __m256i y) {
-    return scale32(mul_us(_mm256_or_si256(nibbles32(x.qs), q5_high_bytes(x.qh)), y), 1);
+    return scale32(mul_us(_mm256_or_si256(expand_nibbles32(x.qs), expand_fifth_bits32(x.qh)), y), 1);
   });
 }
 
 template <const int8_t* kTable>
 __m256i table_dot(const uint8_t* qs, __m256i y) {
   const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
-  return scale32(mul_ss(_mm256_shuffle_epi8(table, nibbles32(qs)), y), 1);
+  return scale32(mul_ss(_mm256_shuffle_epi8(table, expand_nibbles32(qs)), y), 1);
 }
 
 void dot_iq4_nl(int64_t k, const void* a_row, const void* b_row, float* out) {
