@@ -87,10 +87,10 @@ SessionOptions largest_session(const std::vector<BenchInstance>& runs, const Ben
   return so;
 }
 
-std::vector<std::string> all_items(const Args& args, const std::string& flag, char sep = ',') {
+std::vector<std::string> all_items(const Args& args, const std::string& flag) {
   std::vector<std::string> out;
   for (const auto& v : args.get_all(flag))
-    for (auto& item : split_list(v, sep)) out.push_back(item);
+    for (auto& item : split_list(v, ',')) out.push_back(item);
   return out;
 }
 
