@@ -100,7 +100,11 @@ void CpuBackend::set_n_threads(int n) {
 void CpuBackend::compute(Graph& graph) {
   const uint64_t first_serial = prepare(graph);
   ErrorSink errors;
-  pool_->run([&](int thread) { run_groups<false>(thread, first_serial, errors); });
+  // A graph of single tasks (a token's embedding row before a remote or GPU
+  // split) runs here: waking the pool would cost more than the work.
+  const bool alone = std::all_of(groups_.begin(), groups_.end(), [](const Group& g) { return g.n_tasks == 1; });
+  if (alone) run_groups<false>(0, first_serial, errors);
+  else pool_->run([&](int thread) { run_groups<false>(thread, first_serial, errors); });
   if (errors.failed()) throw Error(errors.message());
 }
 
