@@ -580,6 +580,10 @@ grpc::Status Handlers::compute(uint64_t session, const ComputeRequest& request, 
       backend->compute(cached.graph->graph);
       backend->synchronize();
     }
+    // The next graph comes after a round trip and the client's own work:
+    // threads that poll for it would only take cores from the client (on
+    // the same machine) or from other sessions.
+    backend->idle();
     reply.set_graph_id(cached.id);
     return read();
   });
