@@ -1,8 +1,7 @@
 #include "rpc_graph.h"
 
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include "loom/context.h"
 #include "loom/error.h"
@@ -18,11 +17,63 @@ constexpr uint64_t kMaxStride = uint64_t{1} << 48;
 constexpr int kMaxTensors = 1 << 20;
 constexpr size_t kMaxNameBytes = 256;
 
-int32_t index_of(std::unordered_map<const Tensor*, int32_t>& ids, const Tensor* t) {
+// Numbers of a graph's tensors: an open-addressing table from pointer to
+// index, with the graph's nodes entered first as not yet numbered. A
+// generation step looks up every operand of some thousand tensors, so this
+// replaces std::unordered_map's node allocations and pointer chasing.
+class TensorIds {
+ public:
+  static constexpr int32_t kAbsent = -1;   // not in the graph (or null)
+  static constexpr int32_t kPending = -2;  // a node not numbered yet
+
+  explicit TensorIds(size_t n_tensors) {
+    size_t cap = 64;
+    while (cap < 2 * n_tensors) cap <<= 1;
+    slots_.assign(cap, Slot{});
+    mask_ = cap - 1;
+  }
+  int32_t get(const Tensor* t) const {
+    if (!t) return kAbsent;
+    for (size_t i = hash(t) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == t) return slots_[i].value;
+      if (!slots_[i].key) return kAbsent;
+    }
+  }
+  void set(const Tensor* t, int32_t value) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    Slot& s = slot(t);
+    if (!s.key) ++used_;
+    s = {t, value};
+  }
+
+ private:
+  struct Slot {
+    const Tensor* key = nullptr;
+    int32_t value = kAbsent;
+  };
+  static size_t hash(const Tensor* t) { return (reinterpret_cast<uintptr_t>(t) >> 4) * 0x9E3779B97F4A7C15ull >> 16; }
+  Slot& slot(const Tensor* t) {
+    size_t i = hash(t) & mask_;
+    while (slots_[i].key && slots_[i].key != t) i = (i + 1) & mask_;
+    return slots_[i];
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old)
+      if (s.key) slot(s.key) = s;
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t used_ = 0;
+};
+
+int32_t index_of(const TensorIds& ids, const Tensor* t) {
   if (!t) return -1;
-  auto it = ids.find(t);
-  if (it == ids.end()) fail("rpc: tensor {} is not part of the encoded graph", tensor_label(*t));
-  return it->second;
+  const int32_t id = ids.get(t);
+  if (id < 0) fail("rpc: tensor {} is not part of the encoded graph", tensor_label(*t));
+  return id;
 }
 
 }  // namespace
@@ -49,20 +100,40 @@ namespace {
 // weight, an input, a result of an earlier graph) is data only: its
 // operands are not visited.
 template <class Visit>
-std::unordered_map<const Tensor*, int32_t> visit_in_order(std::span<Tensor* const> nodes, Visit&& visit) {
-  std::unordered_map<const Tensor*, int32_t> ids;
-  ids.reserve(nodes.size() * 2);
-  const std::unordered_set<const Tensor*> is_node(nodes.begin(), nodes.end());
-  std::function<void(Tensor*)> add = [&](Tensor* t) {
-    if (!t || ids.count(t)) return;
-    const bool node = is_node.count(t) != 0;
-    add(t->view_src);
-    if (node)
-      for (Tensor* s : t->src) add(s);
-    visit(*t, node, ids);
-    ids.emplace(t, static_cast<int32_t>(ids.size()));
+TensorIds visit_in_order(std::span<Tensor* const> nodes, Visit&& visit) {
+  TensorIds ids(nodes.size() * 2);
+  for (Tensor* n : nodes) ids.set(n, TensorIds::kPending);
+  int32_t next = 0;
+  // Depth first without recursion: a frame's `child` walks the view source,
+  // then (for a node) the operands; the tensor is numbered after them.
+  struct Frame {
+    Tensor* t;
+    bool node;
+    int child;
   };
-  for (Tensor* n : nodes) add(n);
+  std::vector<Frame> stack;
+  const auto enter = [&](Tensor* t) {
+    if (!t) return;
+    const int32_t id = ids.get(t);
+    if (id >= 0) return;
+    stack.push_back({t, id == TensorIds::kPending, 0});
+  };
+  for (Tensor* n : nodes) {
+    enter(n);
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      const int n_children = f.node ? 1 + kMaxSrc : 1;
+      if (f.child < n_children) {
+        Tensor* c = f.child == 0 ? f.t->view_src : f.t->src[f.child - 1];
+        ++f.child;
+        enter(c);  // may grow the stack: f is not used after this
+        continue;
+      }
+      visit(*f.t, f.node, ids);
+      ids.set(f.t, next++);
+      stack.pop_back();
+    }
+  }
   return ids;
 }
 
@@ -82,7 +153,7 @@ void encode_graph(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uin
     m.set_view_src(index_of(ids, t.view_src));
     m.set_view_offs(t.view_offs);
   });
-  for (Tensor* n : nodes) out.add_nodes(ids.at(n));
+  for (Tensor* n : nodes) out.add_nodes(ids.get(n));
 }
 
 GraphSignature graph_signature(std::span<Tensor* const> nodes, const RemoteRefOf& ref_of, uint32_t device) {
@@ -109,7 +180,7 @@ GraphSignature graph_signature(std::span<Tensor* const> nodes, const RemoteRefOf
     sig.push_back(t.flags);
   });
   sig.push_back(nodes.size());
-  for (Tensor* n : nodes) sig.push_back(static_cast<uint64_t>(ids.at(n)));
+  for (Tensor* n : nodes) sig.push_back(static_cast<uint64_t>(ids.get(n)));
   return sig;
 }
 
