@@ -1,5 +1,6 @@
-// The calls of one rpc client to one server, in order, on a thread of their
-// own: the stream behind the async operations and events of remote devices.
+// The calls of one rpc client to one server, in order, one at a time, on a
+// thread of their own or on a thread that waits for them: the stream behind
+// the async operations and events of remote devices.
 // A call that fails keeps its error, the calls queued after it are dropped
 // (they depended on it), and the next wait throws that error. Positions in
 // the queue are numbered from 1; an event is such a number.
@@ -38,6 +39,8 @@ class CallQueue {
 
  private:
   void loop();
+  void wait_locked(std::unique_lock<std::mutex>& lock, uint64_t position);
+  void run_front(std::unique_lock<std::mutex>& lock);  // the first call; needs one queued and none running
 
   mutable std::mutex mutex_;
   std::condition_variable queued_, done_;
@@ -45,6 +48,7 @@ class CallQueue {
   uint64_t pushed_ = 0, finished_ = 0;
   std::exception_ptr error_;
   bool stopping_ = false;
+  bool running_ = false;  // a call is running (on any thread)
   std::thread thread_;
 };
 

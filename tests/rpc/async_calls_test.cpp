@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "call_queue.h"
@@ -50,6 +51,41 @@ TEST(CallQueue, AQueueThatWaitsForAnotherRunsAfterItsPosition) {
   second.push([&] { first.wait_quietly(position); });
   second.run([&] { seen = x; });
   EXPECT_EQ(seen, 1);
+}
+
+// Waiters run queued calls themselves when the queue's thread has not
+// taken them: still one at a time and in the order queued, whichever
+// threads push, wait and run.
+TEST(CallQueue, CallsRunOneAtATimeInOrderWhoeverRunsThem) {
+  rpc::CallQueue q;
+  constexpr int kThreads = 4, kCalls = 500;
+  std::mutex order_mutex;
+  std::vector<uint64_t> order;
+  std::atomic<int> running{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCalls; ++i) {
+        uint64_t position;
+        {
+          std::lock_guard lock(order_mutex);  // positions in push order
+          position = q.last() + 1;
+          EXPECT_EQ(q.push([&, position] {
+            if (running.fetch_add(1) != 0) overlapped = true;
+            std::this_thread::yield();  // a window for another runner
+            order.push_back(position);  // guarded by the queue: one call at a time
+            running.fetch_sub(1);
+          }), position);
+        }
+        if (i % 3 == 0) q.wait(position);
+      }
+    });
+  for (auto& t : threads) t.join();
+  q.wait(q.last());
+  EXPECT_FALSE(overlapped);
+  ASSERT_EQ(order.size(), size_t{kThreads * kCalls});
+  for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], i + 1);
 }
 
 std::vector<float> iota_floats(size_t n, float start) {
