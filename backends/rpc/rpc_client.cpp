@@ -20,7 +20,7 @@ namespace loom::rpc {
 namespace {
 
 std::atomic<uint64_t> g_sent{0}, g_saved{0}, g_received{0}, g_graphs_sent{0}, g_graphs_reused{0},
-    g_graphs_patched{0}, g_graph_bytes{0}, g_reads_in_replies{0};
+    g_graphs_patched{0}, g_graph_bytes{0}, g_reads_in_replies{0}, g_write_calls{0};
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -172,6 +172,7 @@ class Connection {
     auto c = context();
     check(stub_->Compute(c.get(), q, &r), fmt::format("writing {} inputs of {}", writes.size(), label(writes)));
     count_sent(writes);
+    ++g_write_calls;
   }
   static void count_sent(const std::vector<Write>& writes) {
     for (const Write& w : writes) g_sent += w.data().size();
@@ -627,6 +628,8 @@ class RpcBackend final : public Backend {
     return true;
   }
   void synchronize() override { connection().sync(); }
+  // Host bytes are copied into a request (push_write) before the call returns.
+  bool takes_host_bytes_at_once() const override { return true; }
   std::unique_ptr<Event> create_event() override;
 
  private:
@@ -818,7 +821,7 @@ class RpcFamily final : public BackendFamily {
 
 TransferStats transfer_stats() {
   return {g_sent, g_saved, g_received, g_graphs_sent, g_graphs_reused, g_graphs_patched, g_graph_bytes,
-          g_reads_in_replies};
+          g_reads_in_replies, g_write_calls};
 }
 
 std::vector<std::string> parse_endpoints(std::string_view list) {

@@ -49,6 +49,7 @@ struct TransferStats {
   uint64_t graphs_patched = 0;  // graphs sent as patches of one sent before
   uint64_t graph_bytes = 0;     // bytes of the compute requests (graphs, ids, patches)
   uint64_t reads_in_replies = 0;  // reads that came back in a compute call's reply (no call of their own)
+  uint64_t write_calls = 0;       // calls that carried small writes alone (not with a graph)
 };
 TransferStats transfer_stats();
 

@@ -167,6 +167,11 @@ class Backend {
     (void)src, (void)dst;
     return false;
   }
+  // True when set_tensor_async and copy_tensor_async take the bytes of a
+  // host source before they return, so that the caller may reuse that
+  // memory at once (a remote device copies them into its next request);
+  // else the source must stay until the backend synchronizes (default).
+  virtual bool takes_host_bytes_at_once() const { return false; }
   virtual void synchronize() {}
   // Null unless the device reports caps().events.
   virtual std::unique_ptr<Event> create_event() { return nullptr; }

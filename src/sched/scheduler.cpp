@@ -338,7 +338,9 @@ void Scheduler::run(Graph& graph, bool wait) {
         continue;
       }
       if (be.copy_tensor_async(src, dst)) {
-        if (s != kNone && s != b) {
+        // Unless b took the bytes already, s must not write them until b has read them.
+        const bool taken = be.takes_host_bytes_at_once() && src.buffer && src.buffer->is_host();
+        if (s != kNone && s != b && !taken) {
           rt.pending_read[s][b] = 1;
           reads_other = true;
         }

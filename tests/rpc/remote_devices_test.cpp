@@ -221,8 +221,11 @@ TEST(RemoteGraphs, SameShapeGraphsRunByIdAndNewShapesTravelAsPatches) {
     after = rpc::transfer_stats();
     EXPECT_EQ(after.graphs_reused - before.graphs_reused, uint64_t{kTokens});
     EXPECT_EQ(after.graphs_sent + after.graphs_patched, before.graphs_sent + before.graphs_patched);
-    // Each token's logits came back in its compute call's reply.
+    // Each token's logits came back in its compute call's reply, and its
+    // inputs (the embedding row from the CPU, positions, cells, mask) went
+    // with the graph: one call per token.
     EXPECT_EQ(after.reads_in_replies - before.reads_in_replies, uint64_t{kTokens});
+    EXPECT_EQ(after.write_calls, before.write_calls);
     by_id_bytes = double(after.graph_bytes - before.graph_bytes + after.bytes_sent - before.bytes_sent) / kTokens;
   }
   EXPECT_LT(growing_bytes[kPatches], growing_bytes[kWhole]);
