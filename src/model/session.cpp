@@ -481,20 +481,18 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
     if (g.kv_cells) tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
     if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
-    std::vector<float> m(static_cast<size_t>(n_kv) * n);
+    std::vector<float> m;  // one mask at a time, each sized for its cells
     if (g.mask) {
+      m.resize(static_cast<size_t>(n_kv) * n);
       fill_kq_mask(cells_, seqs, positions, n_kv, 0, m);
       tensor_set(*g.mask, m.data(), 0, m.size() * sizeof(float));
     }
     if (g.kv_cells_swa) tensor_set(*g.kv_cells_swa, swa_cells.data(), 0, n * sizeof(int32_t));
     if (g.mask_swa) {
       const auto window = static_cast<int32_t>(model_.hparams().n_swa);
-      if (own_swa_cache) {
-        m.resize(static_cast<size_t>(n_kv_swa) * n);
-        fill_kq_mask(swa_cells_, seqs, positions, n_kv_swa, window, m);
-      } else {
-        fill_kq_mask(cells_, seqs, positions, n_kv, window, m);
-      }
+      const int64_t cols = own_swa_cache ? n_kv_swa : n_kv;
+      m.resize(static_cast<size_t>(cols) * n);
+      fill_kq_mask(own_swa_cache ? swa_cells_ : cells_, seqs, positions, cols, window, m);
       tensor_set(*g.mask_swa, m.data(), 0, m.size() * sizeof(float));
     }
 
