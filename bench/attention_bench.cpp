@@ -3,13 +3,15 @@
 // of n_kv cells with a causal mask: flash_attn_ext against the unfused chain
 // the model builds with -fa off (mul_mat K^T q, soft_max with mask and scale,
 // a contiguous transposed V, mul_mat, a contiguous permute). Cases: one
-// generated token (n_q 1) and a micro-batch of 512, after 512 cached tokens
-// (n_kv 768 and 1024, padded as the session pads), 1 and 2 threads.
+// generated token (n_q 1) after 512 and 4096 cached tokens, and a
+// micro-batch of 512 after 512 (n_kv padded to 256 as the session pads),
+// 1 and 2 threads.
 // Counter: attention calls per second (each is one layer's attention).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "loom/graph.h"
@@ -20,11 +22,11 @@
 namespace loom {
 namespace {
 
-constexpr int64_t kHead = 64, kHeads = 32, kKvHeads = 4, kDepth = 512;
+constexpr int64_t kHead = 64, kHeads = 32, kKvHeads = 4;
 
 void bench_attention(benchmark::State& state, bool fused, DType cache_type) {
-  const int64_t n_q = state.range(0), threads = state.range(1);
-  const int64_t n_kv = (kDepth + n_q + 255) / 256 * 256;
+  const int64_t n_q = state.range(0), depth = state.range(1), threads = state.range(2);
+  const int64_t n_kv = (depth + n_q + 255) / 256 * 256;
   Context ctx;
   Tensor* q = ctx.new_tensor(DType::F32, {kHead, kHeads, n_q, 1});
   Tensor* kc = ctx.new_tensor(cache_type, {kHead * kKvHeads, n_kv});
@@ -54,10 +56,10 @@ void bench_attention(benchmark::State& state, bool fused, DType cache_type) {
     for (float& x : v) x = normal(rng);
     tensor_from_floats(*t, v);
   }
-  // Cells [0, kDepth + i] are visible to query i; the padding is masked.
+  // Cells [0, depth + i] are visible to query i; the padding is masked.
   std::vector<float> m(mask->nelements());
   for (int64_t i = 0; i < n_q; ++i)
-    for (int64_t j = 0; j < n_kv; ++j) m[i * n_kv + j] = j <= kDepth + i ? 0.0f : -INFINITY;
+    for (int64_t j = 0; j < n_kv; ++j) m[i * n_kv + j] = j <= depth + i ? 0.0f : -INFINITY;
   tensor_from_floats(*mask, m);
   auto backend = Registry::get().cpu().create_backend({.n_threads = static_cast<int>(threads)});
   Graph graph = Graph::build(out);
@@ -70,9 +72,9 @@ void bench_attention(benchmark::State& state, bool fused, DType cache_type) {
 }
 
 void args(benchmark::internal::Benchmark* b) {
-  for (int64_t n_q : {1, 512})
-    for (int64_t t : {1, 2}) b->Args({n_q, t});
-  b->ArgNames({"n_q", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+  for (const auto& [n_q, depth] : {std::pair<int64_t, int64_t>{1, 512}, {1, 4096}, {512, 512}})
+    for (int64_t t : {1, 2}) b->Args({n_q, depth, t});
+  b->ArgNames({"n_q", "depth", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
 BENCHMARK_CAPTURE(bench_attention, unfused_f16, false, DType::F16)->Apply(args);
