@@ -8,15 +8,19 @@
 // kTile KV rows (tiles every vector's mask closes are skipped):
 //   1. scores s = q . K_j. On a level with an f32 gemm micro-kernel (AVX2,
 //      AVX-512), float K and, for units of kDequantMinVectors or more,
-//      block-quantized K are converted to f32 rows, packed into the kernel's
-//      panels and multiplied as one small gemm. Otherwise (the scalar level,
-//      single-token decode of quantized K) each open row takes a dot: the
-//      float dots, or mul_mat's integer dots with q quantized once per unit
-//      to q8 rows;
+//      block-quantized K are met as one small gemm: the tile's K rows (in
+//      f32: read in place, or converted) are its rows, and the unit's q
+//      vectors, packed into the kernel's panels once per unit, its columns.
+//      Otherwise (the scalar level, single-token decode of quantized K)
+//      each open row takes a dot: the float dots, or mul_mat's integer dots
+//      with q quantized once per unit to q8 rows;
 //   2. per vector, s = softcap(scale s) + slope mask; the running max m, sum
 //      l and accumulator rescale when the max grows; p = exp(s - m);
-//   3. acc += p V over the tile: a gemm of p with V's packed rows, or one
-//      axpy per open row, V converted to f32 once for all vectors.
+//   3. acc += p V over the tile: a gemm of p with the tile's V rows in f32
+//      (read in place by gemm_f32_rows, closed rows as zeros), or one axpy
+//      per open row, V converted to f32 once for all vectors.
+// The next tile's K and V rows are prefetched: a unit reads one head's
+// slice of each cache row, a stride the hardware prefetchers do not follow.
 // The output is acc / l (zeros where every row was masked). For few units
 // (single-token decode), each unit's KV rows are split into chunks whose
 // (m, l, acc) go to scratch, and a second phase merges them.
@@ -72,15 +76,18 @@ struct Plan {
   ToFloatFn k_to_f32 = nullptr; // KDot::Dequant
   ToFloatFn v_to_f32 = nullptr; // V rows that are not f32
   size_t q8_bytes = 0;          // one quantized q vector
+  size_t k_row_bytes = 0, v_row_bytes = 0;  // one head's K row, V row
   // Per-thread scratch offsets (bytes) and size.
   size_t qf_off = 0, qq_off = 0, s_off = 0, acc_off = 0, ml_off = 0, krow_off = 0, vrow_off = 0, live_off = 0;
   size_t mrow_off = 0, slope_off = 0, merge_off = 0;
   size_t mtile_off = 0, mtptr_off = 0;  // each vector's mask over the tile, in f32
-  // Tile gemm (float K on a level with an f32 micro-kernel): K and V tiles
-  // packed into the kernel's panels of P columns, scores and p V as gemms.
+  // Tile gemm (float K on a level with an f32 micro-kernel): the unit's q
+  // vectors packed into panels of P columns; K and V tiles as f32 rows.
   bool gemm = false;
   int P = 0;
-  size_t kf_off = 0, kpanel_off = 0, vpanel_off = 0, c_off = 0;
+  int64_t q_panels = 0;  // panels of the unit's vectors
+  int64_t vf_stride = 0; // floats between the V tile's rows (a multiple of 2P)
+  size_t kf_off = 0, qpanel_off = 0, vf_off = 0, c_off = 0;
   size_t thread_bytes = 0;
   size_t partial_floats = 0;  // one (unit, chunk): nvec * (Dv + 2)
   size_t partials_off = 0;    // after every thread's area
@@ -143,6 +150,8 @@ Plan make_plan(const Tensor& dst, int n_threads) {
 
   const auto floats = [](int64_t n) { return align_up(static_cast<size_t>(n) * sizeof(float), kAlign); };
   p.q8_bytes = align_up(q8_row_bytes(p.D), kAlign);
+  p.k_row_bytes = row_size(kt, p.D);
+  p.v_row_bytes = row_size(v.type, p.Dv);
   size_t off = 0;
   p.qf_off = off, off += static_cast<size_t>(p.nvec) * floats(p.D);
   p.qq_off = off, off += p.kdot == KDot::Q8 || p.kdot == KDot::Quant ? p.nvec * p.q8_bytes : 0;
@@ -157,13 +166,14 @@ Plan make_plan(const Tensor& dst, int n_threads) {
   p.mrow_off = off, off += align_up(p.nvec * sizeof(const char*), kAlign);
   p.slope_off = off, off += floats(p.nvec);
   p.merge_off = off, off += floats(p.Dv);
-  p.gemm = (p.kdot == KDot::Float || p.kdot == KDot::Dequant) && level_gemm;
+  p.gemm = (p.kdot == KDot::Float || p.kdot == KDot::Dequant) && level_gemm && p.kern->gemm_f32_rows;
   if (p.gemm) {
     p.P = p.kern->panel;
-    const int64_t v_panels = (p.Dv + p.P - 1) / p.P;
+    p.q_panels = (p.nvec + p.P - 1) / p.P;
+    p.vf_stride = (p.Dv + 2 * p.P - 1) / (2 * p.P) * (2 * p.P);
     p.kf_off = off, off += k.type == DType::F32 ? 0 : floats(kTile * p.D);
-    p.kpanel_off = off, off += floats(kTile * p.D);
-    p.vpanel_off = off, off += floats(v_panels * kTile * p.P);
+    p.qpanel_off = off, off += floats(p.q_panels * p.P * p.D);
+    p.vf_off = off, off += floats(kTile * p.vf_stride);
     p.c_off = off, off += floats(p.kern->rows_f32 * 2 * p.P);
   }
   p.thread_bytes = off;
@@ -196,13 +206,13 @@ void pack_panel(const Plan& p, const float* col0, size_t col_stride, int ncols, 
     for (int l = 0; l < p.P; ++l) out[i * p.P + l] = l < ncols ? col0[l * col_stride + i] : 0.0f;
 }
 
-// c = a x panels, by blocks of the kernel's rows and pairs of panels: a has
-// nv rows of k floats (a_stride apart), panels holds n_panels panels of P
-// columns, k deep, covering n_cols columns. emit(row, col, values, n) takes
+// c = a x b, by blocks of the kernel's rows and pairs of panels: a has nv
+// rows a_stride apart; mul(mr, a_rows, pi, nvp, c) runs the micro-kernel on
+// mr rows and panels [pi, pi + nvp) of b. emit(row, col, values, n) takes
 // each finished piece of a row (n <= 2P values starting at column col).
-template <class Emit>
-void gemm_panels(const Plan& p, const float* a, size_t a_stride, int64_t nv, const float* panels, int64_t k,
-                 int64_t n_panels, int64_t n_cols, uint8_t* scratch, Emit emit) {
+template <class Mul, class Emit>
+void gemm_blocks(const Plan& p, const float* a, size_t a_stride, int64_t nv, int64_t n_panels, int64_t n_cols,
+                 uint8_t* scratch, Mul mul, Emit emit) {
   auto* c = reinterpret_cast<float*>(scratch + p.c_off);
   const int64_t P = p.P;
   const int mr_max = p.kern->rows_f32;
@@ -210,17 +220,25 @@ void gemm_panels(const Plan& p, const float* a, size_t a_stride, int64_t nv, con
     const int mr = static_cast<int>(std::min<int64_t>(mr_max, nv - r0));
     for (int64_t pi = 0; pi < n_panels; pi += 2) {
       const int nvp = static_cast<int>(std::min<int64_t>(2, n_panels - pi));
-      p.kern->gemm_f32(mr, a + r0 * a_stride, static_cast<int64_t>(a_stride), panels + pi * k * P, k, nvp, c);
+      mul(mr, a + r0 * a_stride, pi, nvp, c);
       const int64_t ncols = std::min(nvp * P, n_cols - pi * P);
       for (int r = 0; r < mr; ++r) emit(r0 + r, pi * P, c + r * 2 * P, ncols);
     }
   }
 }
 
-// s[vi][t] = q_vi . K_{j0+t} for t < nt: K's rows packed as panels of P
-// columns (k = D), the q vectors as the gemm's rows.
-void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, int64_t nt, int64_t nv,
-                 const float* qf, size_t qf_stride, float* s, size_t s_stride, uint8_t* scratch) {
+// The unit's q vectors (rows of qf) as the panels of the score gemm.
+void pack_queries(const Plan& p, const float* qf, size_t qf_stride, int64_t nv, uint8_t* scratch) {
+  auto* panels = reinterpret_cast<float*>(scratch + p.qpanel_off);
+  for (int64_t pi = 0; pi * p.P < nv; ++pi)
+    pack_panel(p, qf + pi * p.P * qf_stride, qf_stride, static_cast<int>(std::min<int64_t>(p.P, nv - pi * p.P)), p.D,
+               panels + pi * p.D * p.P);
+}
+
+// s[vi][t] = q_vi . K_{j0+t} for t < nt: the tile's K rows (in f32) times
+// the packed q vectors.
+void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, int64_t nt, int64_t nv, float* s,
+                 size_t s_stride, uint8_t* scratch) {
   const int64_t D = p.D, P = p.P;
   const float* rows = nullptr;
   size_t row_stride = 0;
@@ -238,48 +256,55 @@ void gemm_scores(const Plan& p, const Tensor& k, const char* kbase, int64_t j0, 
     rows = kf;
     row_stride = static_cast<size_t>(D);
   }
-  auto* panels = reinterpret_cast<float*>(scratch + p.kpanel_off);
-  const int64_t n_panels = (nt + P - 1) / P;
-  for (int64_t pi = 0; pi < n_panels; ++pi)
-    pack_panel(p, rows + pi * P * row_stride, row_stride, static_cast<int>(std::min(P, nt - pi * P)), D,
-               panels + pi * D * P);
-  gemm_panels(p, qf, qf_stride, nv, panels, D, n_panels, nt, scratch,
-              [&](int64_t row, int64_t col, const float* c, int64_t n) {
-                std::memcpy(s + row * s_stride + col, c, n * sizeof(float));
-              });
+  const auto* panels = reinterpret_cast<const float*>(scratch + p.qpanel_off);
+  gemm_blocks(
+      p, rows, row_stride, nt, p.q_panels, nv, scratch,
+      [&](int mr, const float* a, int64_t pi, int nvp, float* c) {
+        p.kern->gemm_f32(mr, a, static_cast<int64_t>(row_stride), panels + pi * D * P, D, nvp, c);
+      },
+      [&](int64_t t, int64_t col, const float* c, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) s[(col + i) * s_stride + t] = c[i];
+      });
 }
 
-// acc[vi] += sum_t p[vi][t] V_{j0+t}: V's rows (closed ones as zeros, so that
-// whatever a masked cell holds never meets a 0 weight) packed as panels of
-// P of its Dv columns (k = nt), the probabilities as the gemm's rows.
+// acc[vi] += sum_t p[vi][t] V_{j0+t}: the probabilities as the gemm's rows,
+// the tile's V rows in f32 (closed ones as zeros, so that whatever a masked
+// cell holds never meets a 0 weight) as its columns, read in place.
 void gemm_accumulate(const Plan& p, const Tensor& v, const char* vbase, int64_t j0, int64_t nt, const uint8_t* live,
-                     int64_t nv, const float* s, size_t s_stride, float* acc, size_t acc_stride, float* vrow,
-                     uint8_t* scratch) {
-  const int64_t Dv = p.Dv, P = p.P, n_panels = (Dv + P - 1) / P;
-  auto* panels = reinterpret_cast<float*>(scratch + p.vpanel_off);
+                     int64_t nv, const float* s, size_t s_stride, float* acc, size_t acc_stride, uint8_t* scratch) {
+  const int64_t Dv = p.Dv, P = p.P, vs = p.vf_stride;
+  auto* vf = reinterpret_cast<float*>(scratch + p.vf_off);
   for (int64_t t = 0; t < nt; ++t) {
-    const float* row = nullptr;
-    if (live[t]) {
-      const char* vr = vbase + (j0 + t) * v.nb[1];
-      row = reinterpret_cast<const float*>(vr);
-      if (p.v_to_f32) {
-        p.v_to_f32(vr, vrow, Dv);
-        row = vrow;
-      }
-    }
-    for (int64_t pi = 0; pi < n_panels; ++pi) {
-      float* out = panels + pi * nt * P + t * P;
-      const int64_t n = std::min(P, Dv - pi * P);
-      if (row) std::memcpy(out, row + pi * P, n * sizeof(float));
-      else std::fill(out, out + n, 0.0f);
-      std::fill(out + n, out + P, 0.0f);
-    }
+    float* out = vf + t * vs;
+    const char* vr = vbase + (j0 + t) * v.nb[1];
+    if (!live[t]) std::fill(out, out + Dv, 0.0f);
+    else if (p.v_to_f32) p.v_to_f32(vr, out, Dv);
+    else std::memcpy(out, vr, Dv * sizeof(float));
+    std::fill(out + Dv, out + vs, 0.0f);  // columns the gemm reads and nothing emits
   }
-  gemm_panels(p, s, s_stride, nv, panels, nt, n_panels, Dv, scratch,
-              [&](int64_t row, int64_t col, const float* c, int64_t n) {
-                float* a = acc + row * acc_stride + col;
-                p.ops->add(a, c, a, n);
-              });
+  gemm_blocks(
+      p, s, s_stride, nv, (Dv + P - 1) / P, Dv, scratch,
+      [&](int mr, const float* a, int64_t pi, int nvp, float* c) {
+        p.kern->gemm_f32_rows(mr, a, static_cast<int64_t>(s_stride), vf + pi * P, vs, nt, nvp, c);
+      },
+      [&](int64_t row, int64_t col, const float* c, int64_t n) {
+        float* a = acc + row * acc_stride + col;
+        p.ops->add(a, c, a, n);
+      });
+}
+
+// Asks for the bytes [0, row_bytes) of rows [j_begin, j_end) (stride apart).
+// A unit reads one head's slice of each cache row, so its loads jump by the
+// row stride; the hardware prefetchers do not follow that, and without this
+// every row of a long cache waits for DRAM.
+void prefetch_rows(const char* base, size_t stride, size_t row_bytes, int64_t j_begin, int64_t j_end) {
+  constexpr size_t kLine = 64;
+  for (int64_t j = j_begin; j < j_end; ++j) {
+    const char* row = base + j * stride;
+    const auto first = reinterpret_cast<uintptr_t>(row) & ~(kLine - 1);
+    for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(row) + row_bytes; a += kLine)
+      __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 3);
+  }
 }
 
 // Rows [j_begin, j_end) of one unit into m, l and acc (per vector).
@@ -327,6 +352,7 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
     l[vi] = 0.0f;
     std::fill(acc + vi * acc_stride, acc + vi * acc_stride + Dv, 0.0f);
   }
+  if (p.gemm) pack_queries(p, qf, qf_stride, nv, scratch);
   const bool capped = fp.softcap > 0.0f;
   const float scale = capped ? fp.scale / fp.softcap : fp.scale;
   const char* kbase = static_cast<const char*>(k.data) + un.hk * k.nb[2] + bk * k.nb[3];
@@ -336,6 +362,8 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
   auto* mt = reinterpret_cast<const float**>(scratch + p.mtptr_off);
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
     const int64_t nt = std::min(kTile, j_end - j0);
+    prefetch_rows(kbase, k.nb[1], p.k_row_bytes, j0 + kTile, std::min(j0 + 2 * kTile, j_end));
+    prefetch_rows(vbase, v.nb[1], p.v_row_bytes, j0 + kTile, std::min(j0 + 2 * kTile, j_end));
     // Each vector's mask over the tile in f32 (vectors of one query row
     // share theirs unless the mask differs per head), and the rows some
     // vector's mask leaves open.
@@ -366,7 +394,7 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
 
     // 1. Scores.
     if (p.gemm) {
-      gemm_scores(p, k, kbase, j0, nt, nv, qf, qf_stride, s, s_stride, scratch);
+      gemm_scores(p, k, kbase, j0, nt, nv, s, s_stride, scratch);
     } else {
       for (int64_t t = 0; t < nt; ++t) {
         if (!live[t]) continue;
@@ -395,7 +423,7 @@ void attend(const Plan& p, const Tensor& dst, const Unit& un, int64_t j_begin, i
 
     // 3. acc += p V.
     if (p.gemm) {
-      gemm_accumulate(p, v, vbase, j0, nt, live, nv, s, s_stride, acc, acc_stride, vrow, scratch);
+      gemm_accumulate(p, v, vbase, j0, nt, live, nv, s, s_stride, acc, acc_stride, scratch);
       continue;
     }
     for (int64_t t = 0; t < nt; ++t) {

@@ -314,21 +314,52 @@ void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
   }
 }
 
+// Rows r[0..7] become columns: r[i][j] <- r[j][i].
+void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+  }
+}
+
+void pack_f32_panel(const float* col0, size_t col_stride, int ncols, int64_t k, float* out) {
+  for (int64_t i = 0; i < k; i += 8) {
+    const int64_t n = std::min<int64_t>(8, k - i);
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 r[8];
+    for (int l = 0; l < 8; ++l)
+      r[l] = l >= ncols ? _mm256_setzero_ps()
+             : n == 8   ? _mm256_loadu_ps(col0 + l * col_stride + i)
+                        : _mm256_maskload_ps(col0 + l * col_stride + i, m);
+    transpose8(r);
+    for (int64_t kk = 0; kk < n; ++kk) _mm256_storeu_ps(out + (i + kk) * kP, r[kk]);
+  }
+}
+
 // ---- micro-kernels ----------------------------------------------------------------
 
 template <int MR, int NV>
-void gemm_f32_tile(const float* a, int64_t lda, const float* panels, int64_t k, float* c) {
+void gemm_f32_tile(const float* a, int64_t lda, const float* b0, const float* b1, int64_t ldb, int64_t k, float* c) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
-  const float* b0 = panels;
-  const float* b1 = panels + k * kP;
   for (int64_t i = 0; i < k; ++i) {
     __m256 bv[NV];
-    bv[0] = _mm256_loadu_ps(b0 + i * kP);
-    if constexpr (NV == 2) bv[1] = _mm256_loadu_ps(b1 + i * kP);
+    bv[0] = _mm256_loadu_ps(b0 + i * ldb);
+    if constexpr (NV == 2) bv[1] = _mm256_loadu_ps(b1 + i * ldb);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r * lda + i);
@@ -523,7 +554,13 @@ constexpr int kRowsS6 = 2;
 
 void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
   gemm_rows<kRowsF32>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
-    gemm_f32_tile<MR, NV>(a, lda, panels, k, c);
+    gemm_f32_tile<MR, NV>(a, lda, panels, panels + k * kP, kP, k, c);
+  });
+}
+
+void gemm_f32_rows(int mr, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, int nv, float* c) {
+  gemm_rows<kRowsF32>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_f32_tile<MR, NV>(a, lda, b, b + kP, ldb, k, c);
   });
 }
 
@@ -567,6 +604,8 @@ MulMatKernels make_table() {
   t.rows_f32 = kRowsF32;
   t.rows_q8 = kRowsQ8;
   t.gemm_f32 = gemm_f32;
+  t.gemm_f32_rows = gemm_f32_rows;
+  t.pack_f32_panel = pack_f32_panel;
   t.gemm_q8 = gemm_q8;
   t.expand_q8_0 = expand_q8_0;
   t.expand_q4_0 = expand_q4_0;

@@ -416,18 +416,16 @@ void dot16_f16(int64_t k, const uint8_t* a, size_t lda, const float* b, float* o
 // ---- micro-kernels ---------------------------------------------------------------
 
 template <int MR, int NV>
-void gemm_f32_tile(const float* a, int64_t lda, const float* panels, int64_t k, float* c) {
+void gemm_f32_tile(const float* a, int64_t lda, const float* b0, const float* b1, int64_t ldb, int64_t k, float* c) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  const float* b0 = panels;
-  const float* b1 = panels + k * kP;
   for (int64_t i = 0; i < k; ++i) {
     __m512 bv[NV];
-    bv[0] = _mm512_loadu_ps(b0 + i * kP);
-    if constexpr (NV == 2) bv[1] = _mm512_loadu_ps(b1 + i * kP);
+    bv[0] = _mm512_loadu_ps(b0 + i * ldb);
+    if constexpr (NV == 2) bv[1] = _mm512_loadu_ps(b1 + i * ldb);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + i]);
@@ -599,7 +597,13 @@ constexpr int kRowsS6 = 4;
 
 void gemm_f32(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c) {
   gemm_rows<kRowsF32>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
-    gemm_f32_tile<MR, NV>(a, lda, panels, k, c);
+    gemm_f32_tile<MR, NV>(a, lda, panels, panels + k * kP, kP, k, c);
+  });
+}
+
+void gemm_f32_rows(int mr, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, int nv, float* c) {
+  gemm_rows<kRowsF32>(mr, nv, [&]<int MR, int NV>() __attribute__((always_inline)) {
+    gemm_f32_tile<MR, NV>(a, lda, b, b + kP, ldb, k, c);
   });
 }
 
@@ -636,6 +640,7 @@ MulMatKernels make_table() {
   t.rows_f32 = kRowsF32;
   t.rows_q8 = kRowsQ8;
   t.gemm_f32 = gemm_f32;
+  t.gemm_f32_rows = gemm_f32_rows;
   t.gemm_q8 = gemm_q8;
   t.pack_f32_panel = pack_f32_panel;
   t.dot16_f16 = dot16_f16;

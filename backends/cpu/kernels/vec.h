@@ -81,6 +81,10 @@ using ExpandFn = void (*)(const void* a_row, int64_t k, uint8_t* q, float* d);
 //   q8:   a rows expanded (lda bytes apart) with scales ad (k/32 per row);
 //         panel = int8[k/4][P][4], float d[k/32][P], float m[k/32][P].
 using GemmF32Fn = void (*)(int mr, const float* a, int64_t lda, const float* panels, int64_t k, int nv, float* c);
+// gemm_f32 with b a plain row-major matrix of k rows ldb floats apart: panel
+// v is columns [v P, v P + P) of every row, read in place.
+using GemmF32RowsFn = void (*)(int mr, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, int nv,
+                               float* c);
 using GemmBf16Fn = void (*)(int mr, const uint16_t* a, int64_t lda, const uint16_t* panels, int64_t k, int nv,
                             float* c);
 using GemmQ8Fn = void (*)(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv,
@@ -130,6 +134,7 @@ struct MulMatKernels {
   int rows_f32 = 0;  // rows per micro-kernel call (gemm_f32, gemm_bf16)
   int rows_q8 = 0;   // rows per micro-kernel call (gemm_q8)
   GemmF32Fn gemm_f32 = nullptr;
+  GemmF32RowsFn gemm_f32_rows = nullptr;  // set wherever gemm_f32 is
   GemmBf16Fn gemm_bf16 = nullptr;  // null: BF16 converts to f32
   GemmQ8Fn gemm_q8 = nullptr;
   PackF32PanelFn pack_f32_panel = nullptr;  // null: packed element by element
