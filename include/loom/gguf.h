@@ -167,6 +167,12 @@ class File {
   const uint8_t* map_base() const { return static_cast<const uint8_t*>(map_); }
   // Reads `size` bytes of a tensor from `offset` within it.
   void read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint64_t size) const;
+  // Reads the mapped bytes [offset, offset + size) of the file into memory
+  // and maps them now (no-op when not mapped), as llama.cpp's MAP_POPULATE
+  // does. Weights computed in place from the mapping would otherwise fault
+  // page by page, from disk when the file is not cached, during the first
+  // tokens (a token's embedding row, say: 2-20 ms each on a cold cache).
+  void populate(uint64_t offset, uint64_t size) const;
 
  private:
   File() = default;

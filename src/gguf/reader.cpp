@@ -252,6 +252,16 @@ std::unique_ptr<File> File::open(const std::string& path, bool use_mmap) {
   return f;
 }
 
+void File::populate(uint64_t offset, uint64_t size) const {
+  if (!map_ || offset >= file_size_) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page, end = std::min(file_size_, offset + size);
+  void* at = static_cast<uint8_t*>(map_) + begin;
+  // Advice only: a failure changes nothing but the first touches' speed.
+  // Kernels before 5.14 have no MADV_POPULATE_READ: read ahead instead.
+  if (madvise(at, end - begin, MADV_POPULATE_READ) != 0) (void)posix_madvise(at, end - begin, POSIX_MADV_WILLNEED);
+}
+
 File::~File() {
   if (map_) {
     untrack_map(map_);

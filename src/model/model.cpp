@@ -355,12 +355,14 @@ void Model::upload(const LoadOptions& options) {
   if (DryRun::active()) return;  // the buffers have no memory to fill
   uint64_t total = 0, done = 0;
   for (const Weight& w : weights_)
-    if (w.type && w.type != mapped) total += w.tensor->nbytes();
+    if (w.type) total += w.tensor->nbytes();
   std::vector<uint8_t> staging;
   for (const Weight& w : weights_) {
-    if (!w.type || w.type == mapped) continue;
+    if (!w.type) continue;
     const size_t n = w.tensor->nbytes();
-    if (file_->mapped()) {
+    if (w.type == mapped) {
+      file_->populate(w.info->file_offset + w.offset, n);
+    } else if (file_->mapped()) {
       tensor_set(*w.tensor, file_->data(*w.info) + w.offset, 0, n);
     } else if (w.type->is_host()) {
       file_->read_tensor(*w.info, w.tensor->data, w.offset, n);

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -206,6 +209,42 @@ TEST(Gguf, FileThatShrinksWhileInUseIsAnErrorNotSigbus) {
   }
   const volatile uint8_t* last = mapped->map_base() + size - 1;
   EXPECT_EXIT((void)*last, ::testing::ExitedWithCode(1), "changed while it was mapped");
+  std::filesystem::remove(path);
+}
+
+// Pages of [offset, offset + size) of a mapped file that are in memory.
+size_t resident_pages(const File& f, uint64_t offset, uint64_t size) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page, end = offset + size;
+  std::vector<unsigned char> in((end - begin + page - 1) / page);
+  if (mincore(const_cast<uint8_t*>(f.map_base()) + begin, end - begin, in.data()) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+TEST(Gguf, PopulateReadsTheMappedRangeIntoMemory) {
+  Writer w;
+  w.add_tensor("w", 0, {16384, 16}, std::vector<uint8_t>(16384 * 16 * 4, 7));  // 1 MiB, 256 pages
+  const std::string path = temp_path("populate.gguf");
+  w.write(path);
+  auto f = File::open(path, true);
+  const TensorInfo& t = f->tensors().at(0);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t first = (t.file_offset + page - 1) / page * page, size = t.size / 2 / page * page;
+  // Drop the file's pages from the page cache (they are clean once synced).
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (resident_pages(*f, first, size) > size / page / 4) {
+    std::filesystem::remove(path);
+    GTEST_SKIP() << "this kernel kept the file's pages in the page cache";
+  }
+  f->populate(first, size);
+  EXPECT_EQ(resident_pages(*f, first, size), size / page);
+  f.reset();
   std::filesystem::remove(path);
 }
 
