@@ -264,6 +264,17 @@ TEST(MulMatExtreme, TopCodesDoNotOverflow) {
   cpu::set_mul_mat_quant_path(cpu::QuantPath::Auto);
 }
 
+// Float rows of any length (an attention head of 70, say): the 16-row F16
+// dots sum the elements past the last 8 apart, and every level must agree.
+TEST(MulMatFloatRows, LengthsThatAreNoMultipleOfEight) {
+  uint32_t seed = 1;
+  for (DType type : {DType::F16, DType::F32, DType::BF16})
+    for (int64_t K : {70, 13})
+      for (Isa isa : levels())
+        for (int64_t N : {1, 3}) check({.K = K, .M = 35, .N = N}, type, isa, cpu::QuantPath::Auto, 1, seed++);
+  cpu::set_mul_mat_isa(std::nullopt);
+}
+
 TEST(MulMatDispatch, NeverAboveTheCpu) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     cpu::set_mul_mat_isa(isa);

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "kernels.h"
@@ -11,6 +15,44 @@
 
 namespace loom::cpu {
 namespace {
+
+// 16-bit element t of cell i, at in + i * in_stride + 2 t, goes to
+// out + t * out_stride + 2 i, for t < n_dims and i < n_cells: a transpose,
+// 8 x 8 blocks in registers where SSE2 (x86-64's baseline) has them.
+void transpose_u16(const char* in, size_t in_stride, char* out, size_t out_stride, int64_t n_dims, int64_t n_cells) {
+  int64_t t0 = 0, i_done = 0;
+#ifdef __SSE2__
+  i_done = n_cells / 8 * 8;
+  for (; t0 + 8 <= n_dims; t0 += 8) {
+    for (int64_t i = 0; i < i_done; i += 8) {
+      __m128i r[8], u[8];
+      for (int c = 0; c < 8; ++c)
+        r[c] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + (i + c) * in_stride + 2 * t0));
+      for (int c = 0; c < 4; ++c) {
+        u[2 * c] = _mm_unpacklo_epi16(r[2 * c], r[2 * c + 1]);
+        u[2 * c + 1] = _mm_unpackhi_epi16(r[2 * c], r[2 * c + 1]);
+      }
+      // r[4h + q]: cells 4h..4h+3 of dims 2q and 2q + 1.
+      for (int h = 0; h < 2; ++h)
+        for (int e = 0; e < 2; ++e) {
+          r[4 * h + 2 * e] = _mm_unpacklo_epi32(u[4 * h + e], u[4 * h + 2 + e]);
+          r[4 * h + 2 * e + 1] = _mm_unpackhi_epi32(u[4 * h + e], u[4 * h + 2 + e]);
+        }
+      for (int q = 0; q < 4; ++q) {
+        char* o = out + (t0 + 2 * q) * out_stride + 2 * i;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi64(r[q], r[4 + q]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o + out_stride), _mm_unpackhi_epi64(r[q], r[4 + q]));
+      }
+    }
+  }
+#endif
+  // The dims past the last block of 8 (every cell), then the cells past the
+  // last block of 8 (the blocked dims).
+  for (int64_t i = t0 < n_dims ? 0 : i_done; i < n_cells; ++i) {
+    const auto* s = reinterpret_cast<const uint16_t*>(in + i * in_stride);
+    for (int64_t t = i < i_done ? t0 : 0; t < n_dims; ++t) reinterpret_cast<uint16_t*>(out + t * out_stride)[i] = s[t];
+  }
+}
 
 // Reads a row of `n` elements (stride nb0) as floats.
 void row_to_floats(const Tensor& t, const char* row, int64_t n, float* out) {
@@ -111,12 +153,7 @@ void compute_cpy(const ComputeParams& p, Tensor& dst) {
       for (int64_t r = rows.begin; r < rows.end;) {
         const int64_t d1 = r % dst.ne[1], d2 = r / dst.ne[1] % dst.ne[2], d3 = r / (dst.ne[1] * dst.ne[2]);
         const int64_t n = std::min({int64_t{16}, rows.end - r, dst.ne[1] - d1});
-        const char* in = row_ptr(src, d1, d2, d3);
-        char* out = row_ptr(dst, d1, d2, d3);
-        for (int64_t i = 0; i < dst.ne[0]; ++i) {
-          const auto* s16 = reinterpret_cast<const uint16_t*>(in + i * src.nb[0]);
-          for (int64_t t = 0; t < n; ++t) reinterpret_cast<uint16_t*>(out + t * dst.nb[1])[i] = s16[t];
-        }
+        transpose_u16(row_ptr(src, d1, d2, d3), src.nb[0], row_ptr(dst, d1, d2, d3), dst.nb[1], n, dst.ne[0]);
         r += n;
       }
       return;

@@ -315,7 +315,7 @@ void expand_q4_0(const void* a_row, int64_t k, uint8_t* q, float* d) {
 }
 
 // Rows r[0..7] become columns: r[i][j] <- r[j][i].
-void transpose8(__m256 r[8]) {
+[[gnu::always_inline]] inline void transpose8(__m256 r[8]) {
   __m256 t[8], u[8];
   for (int i = 0; i < 4; ++i) {
     t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -344,6 +344,31 @@ void pack_f32_panel(const float* col0, size_t col_stride, int ncols, int64_t k, 
                         : _mm256_maskload_ps(col0 + l * col_stride + i, m);
     transpose8(r);
     for (int64_t kk = 0; kk < n; ++kk) _mm256_storeu_ps(out + (i + kk) * kP, r[kk]);
+  }
+}
+
+// 16 rows' partial sums, transposed 8 at a time, add up to 16 dots.
+void dot16_f16(int64_t k, const uint8_t* a, size_t lda, const float* b, float* out) {
+  const int64_t k8 = k / 8 * 8;
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* rows = a + 8 * h * lda;
+    __m256 acc[8];
+    for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k8; i += 8) {
+      const __m256 bv = _mm256_loadu_ps(b + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) {
+        const auto* row = reinterpret_cast<const uint16_t*>(rows + r * lda);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i))), bv, acc[r]);
+      }
+    }
+    transpose8(acc);
+    __m256 sum = acc[0];
+    for (int r = 1; r < 8; ++r) sum = _mm256_add_ps(sum, acc[r]);
+    _mm256_storeu_ps(out + 8 * h, sum);
+    for (int64_t i = k8; i < k; ++i)
+      for (int r = 0; r < 8; ++r)
+        out[8 * h + r] += half_to_float(reinterpret_cast<const uint16_t*>(rows + r * lda)[i]) * b[i];
   }
 }
 
@@ -605,6 +630,7 @@ MulMatKernels make_table() {
   t.rows_q8 = kRowsQ8;
   t.gemm_f32 = gemm_f32;
   t.gemm_f32_rows = gemm_f32_rows;
+  t.dot16_f16 = dot16_f16;
   t.pack_f32_panel = pack_f32_panel;
   t.gemm_q8 = gemm_q8;
   t.expand_q8_0 = expand_q8_0;
