@@ -447,7 +447,7 @@ void pack_panel(const Plan& p, const Tensor& b, int64_t mat, int64_t panel, uint
   const int64_t j0 = panel * P, j1 = std::min(p.N, j0 + P);
   if ((p.amode == AMode::Direct || p.amode == AMode::Convert) && p.kern->pack_f32_panel &&
       b.nb[0] == sizeof(float) && b.nb[1] % sizeof(float) == 0) {
-    // Columns with contiguous elements: transposed 16 x 16 at a time.
+    // Columns with contiguous elements: transposed P x P at a time in registers.
     p.kern->pack_f32_panel(reinterpret_cast<const float*>(row_ptr(b, j0, mat % b.ne[2], mat / b.ne[2])), b.nb[1] / sizeof(float),
                            static_cast<int>(j1 - j0), K, reinterpret_cast<float*>(dst));
     return;
