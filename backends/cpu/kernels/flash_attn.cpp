@@ -154,21 +154,23 @@ Plan make_plan(const Tensor& dst, int n_threads) {
   p.q8_bytes = align_up(q8_row_bytes(p.D), kAlign);
   p.k_row_bytes = row_size(kt, p.D);
   p.v_row_bytes = row_size(v.type, p.Dv);
+  p.gemm = (p.kdot == KDot::Float || p.kdot == KDot::Dequant) && level_gemm && p.kern->gemm_f32_rows;
   size_t off = 0;
   p.qf_off = off, off += static_cast<size_t>(p.nvec) * floats(p.D);
   p.qq_off = off, off += p.kdot == KDot::Q8 || p.kdot == KDot::Quant ? p.nvec * p.q8_bytes : 0;
   p.s_off = off, off += static_cast<size_t>(p.nvec) * floats(kTile);
   p.acc_off = off, off += static_cast<size_t>(p.nvec) * floats(p.Dv);
   p.ml_off = off, off += floats(2 * p.nvec);
-  p.krow_off = off, off += p.kdot == KDot::Dequant ? floats(p.D) : 0;
-  p.vrow_off = off, off += p.v_to_f32 ? floats(p.Dv) : 0;
+  // A K row in f32 and a V row in f32 for the row-at-a-time path (the gemm
+  // path converts whole tiles).
+  p.krow_off = off, off += !p.gemm && p.kdot == KDot::Dequant ? floats(p.D) : 0;
+  p.vrow_off = off, off += !p.gemm && p.v_to_f32 ? floats(p.Dv) : 0;
   p.live_off = off, off += align_up(kTile, kAlign);
   p.mtile_off = off, off += dst.src[3] && dst.src[3]->type == DType::F16 ? static_cast<size_t>(p.nvec) * floats(kTile) : 0;
   p.mtptr_off = off, off += align_up(p.nvec * sizeof(const float*), kAlign);
   p.mrow_off = off, off += align_up(p.nvec * sizeof(const char*), kAlign);
   p.slope_off = off, off += floats(p.nvec);
   p.merge_off = off, off += floats(p.Dv);
-  p.gemm = (p.kdot == KDot::Float || p.kdot == KDot::Dequant) && level_gemm && p.kern->gemm_f32_rows;
   if (p.gemm) {
     p.P = p.kern->panel;
     p.q_panels = (p.nvec + p.P - 1) / p.P;
