@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -217,7 +218,10 @@ size_t resident_pages(const File& f, uint64_t offset, uint64_t size) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t begin = offset / page * page, end = offset + size;
   std::vector<unsigned char> in((end - begin + page - 1) / page);
-  if (mincore(const_cast<uint8_t*>(f.map_base()) + begin, end - begin, in.data()) != 0) return SIZE_MAX;
+  if (mincore(const_cast<uint8_t*>(f.map_base()) + begin, end - begin, in.data()) != 0) {
+    ADD_FAILURE() << "mincore: " << std::strerror(errno);
+    return 0;
+  }
   size_t n = 0;
   for (unsigned char c : in) n += c & 1;
   return n;
