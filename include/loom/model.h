@@ -269,6 +269,13 @@ struct SessionOptions {
   // (Session::can_continue). swa_full: a full-context cache, as --swa-full.
   bool swa_full = false;
   int n_seq_max = 1;
+  // Rows of logits one graph computes. A micro-batch that wants more (every
+  // token's logits: eval --all-logits, perplexity) computes its final hidden
+  // states, then the output matrix over them in graphs of this many rows, so
+  // that the compute buffers hold this many rows of n_vocab logits rather
+  // than n_ubatch (llama.cpp reserves all n_ubatch). 0: max(32, n_seq_max),
+  // which keeps a token of every sequence in one graph.
+  int64_t logits_per_graph = 0;
   // Records where each graph's time goes (profiler.h); null: off. Not owned.
   Profiler* profiler = nullptr;
 };
@@ -358,12 +365,23 @@ class Session {
 
  private:
   struct UbatchGraph;
+  struct HeadGraph;  // the output head alone, over given hidden states
   // What a decode changed in the caches, undone when it throws.
   struct DecodeUndo;
   // Builds the graph for n tokens attending to n_kv cells (n_kv_swa of the
   // sliding-window cache, when there is one), with the logits of n_out of
-  // them (n_out == n: all, in order; else rows chosen by an input).
+  // them (rows chosen by an input, out_ids).
+  // More than logits_per_graph_ outputs: the graph ends at their hidden
+  // states (UbatchGraph::hidden) instead, for head_logits.
   void build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_kv_swa, int64_t n_out) const;
+  // The output head (final softcap included) over `hidden` [n_embd, rows].
+  Tensor* output_head(Context& ctx, Tensor* hidden) const;
+  void build_head_graph(HeadGraph& g, int64_t rows) const;
+  // The logits of n_out hidden states ([n_out * n_embd]), logits_per_graph_
+  // rows a graph.
+  std::vector<float> head_logits(std::span<const float> hidden, int64_t n_out);
+  // A graph output's floats, read in the stream that computed it.
+  std::vector<float> read_floats(const Tensor& t);
   // The cells a micro-batch attends to: the used ones, rounded up to
   // kKvPadding (masked), so that consecutive tokens share one graph shape.
   static int64_t padded_n_kv(const KvCells& cells);
@@ -395,6 +413,8 @@ class Session {
   // The last graph run, kept until the next one: the scheduler's report and
   // picture refer to its tensors.
   std::unique_ptr<UbatchGraph> last_graph_;
+  std::unique_ptr<HeadGraph> last_head_;  // the last head_logits graph, for the same reason
+  int64_t logits_per_graph_ = 0;          // SessionOptions::logits_per_graph resolved
   SessionStats stats_;
 };
 

@@ -34,8 +34,20 @@ struct Session::UbatchGraph {
   Tensor* kv_cells = nullptr;
   Tensor* kv_cells_swa = nullptr;  // the tokens' cells in the sliding-window cache (when there is one)
   Tensor* mask = nullptr;
-  Tensor* out_ids = nullptr;  // rows whose logits are wanted (null: every row)
+  // Rows whose logits are wanted; always an input, also when every row is,
+  // so that every graph has the structure of the reserve (its offsets).
+  Tensor* out_ids = nullptr;
   Tensor* mask_swa = nullptr;  // sliding-window layers' mask (HParams::n_swa > 0), over their cache's cells
+  // [n_vocab, n_out]; with more outputs than logits_per_graph_, null, and the
+  // graph ends at their hidden states [n_embd, n_out] (for head_logits).
+  Tensor* logits = nullptr;
+  Tensor* hidden = nullptr;
+  Graph graph;
+};
+
+struct Session::HeadGraph {
+  Context ctx;
+  Tensor* hidden = nullptr;  // input [n_embd, rows]
   Tensor* logits = nullptr;
   Graph graph;
 };
@@ -187,13 +199,27 @@ Session::Session(const Model& model, const SessionOptions& options) : model_(mod
   SchedulerOptions sched_options;
   sched_options.profiler = options.profiler;
   scheduler_ = std::make_unique<Scheduler>(order, sched_options);
+  if (options_.logits_per_graph < 0) fail("logits_per_graph {} is negative", options_.logits_per_graph);
+  logits_per_graph_ = options_.logits_per_graph > 0 ? options_.logits_per_graph
+                                                     : std::max<int64_t>(32, options_.n_seq_max);
   // ComputeBuffers::Worst: size the compute buffers once for the worst case,
-  // a full micro-batch attending to the whole context.
+  // a full micro-batch attending to the whole context: with every token's
+  // hidden state and the head graph, and with as many logits as one graph
+  // computes (the buffers keep the largest size each reserve asks for).
   if (options_.compute_buffers == ComputeBuffers::Grow) return;
   const int64_t worst = std::min(options_.n_ubatch, n_ctx_);
-  UbatchGraph g;
-  build_graph(g, worst, n_ctx_, swa_cache_cells(), worst);
   try {
+    if (worst > logits_per_graph_) {
+      UbatchGraph hidden;
+      build_graph(hidden, worst, n_ctx_, swa_cache_cells(), worst);
+      scheduler_->reserve(hidden.graph);
+      HeadGraph head;
+      build_head_graph(head, logits_per_graph_);
+      scheduler_->reserve(head.graph);
+    }
+    // Last: the graphs of prompts and generated tokens reuse its offsets.
+    UbatchGraph g;
+    build_graph(g, worst, n_ctx_, swa_cache_cells(), std::min(worst, logits_per_graph_));
     scheduler_->reserve(g.graph);
   } catch (const OutOfMemory& e) {
     throw e.within(fmt::format("the compute buffers ({} tokens a micro-batch, context {})", worst, n_ctx_),
@@ -355,7 +381,8 @@ void Session::reset() {
 }
 
 void Session::shrink_compute_buffers() {
-  last_graph_.reset();  // its tensors hold the buffers
+  last_graph_.reset();  // their tensors hold the buffers
+  last_head_.reset();
   scheduler_->release_buffers();
 }
 
@@ -410,16 +437,71 @@ void Session::build_graph(UbatchGraph& g, int64_t n, int64_t n_kv, int64_t n_kv_
     x = model_.arch().build_layer(lg, model_.layers()[l], x);
   }
   Tensor* out = mul(ctx, rms_norm(ctx, x, h.rms_eps), model_.output_norm());
-  if (n_out != n) {
-    g.out_ids = ctx.new_tensor(DType::I32, {n_out});
-    g.out_ids->name = "out_ids";
-    g.out_ids->flags |= kFlagInput;
-    out = get_rows(ctx, out, g.out_ids);
+  g.out_ids = ctx.new_tensor(DType::I32, {n_out});
+  g.out_ids->name = "out_ids";
+  g.out_ids->flags |= kFlagInput;
+  out = get_rows(ctx, out, g.out_ids);
+  if (n_out > logits_per_graph_) {
+    g.hidden = out;
+    g.hidden->name = "hidden_out";
+    g.graph = Graph::build(g.hidden);
+    return;
   }
-  g.logits = linear(lg, model_.output(), out);
-  if (h.final_softcap > 0.0f) g.logits = soft_cap(lg, g.logits, h.final_softcap);
-  g.logits->name = "logits";
+  g.logits = output_head(ctx, out);
   g.graph = Graph::build(g.logits);
+}
+
+Tensor* Session::output_head(Context& ctx, Tensor* hidden) const {
+  const HParams& h = model_.hparams();
+  LayerGraph lg{ctx, model_, h, hidden->ne[1]};
+  Tensor* logits = linear(lg, model_.output(), hidden);
+  if (h.final_softcap > 0.0f) logits = soft_cap(lg, logits, h.final_softcap);
+  logits->name = "logits";
+  return logits;
+}
+
+void Session::build_head_graph(HeadGraph& g, int64_t rows) const {
+  g.hidden = g.ctx.new_tensor(DType::F32, {model_.hparams().n_embd, rows});
+  g.hidden->name = "hidden_in";
+  g.hidden->flags |= kFlagInput;
+  g.logits = output_head(g.ctx, g.hidden);
+  g.graph = Graph::build(g.logits);
+}
+
+std::vector<float> Session::read_floats(const Tensor& t) {
+  std::vector<float> out;
+  if (t.type == DType::F32 && t.is_contiguous()) {
+    out.resize(static_cast<size_t>(t.nelements()));
+    scheduler_->get_tensor_async(t, out.data(), 0, out.size() * sizeof(float));
+    scheduler_->synchronize();
+  } else {
+    scheduler_->synchronize();
+    out = tensor_to_floats(t);
+  }
+  return out;
+}
+
+std::vector<float> Session::head_logits(std::span<const float> hidden, int64_t n_out) {
+  const int64_t n_embd = model_.hparams().n_embd;
+  std::vector<float> logits;
+  logits.reserve(static_cast<size_t>(n_out * model_.hparams().n_vocab));
+  for (int64_t first = 0; first < n_out; first += logits_per_graph_) {
+    const int64_t rows = std::min(logits_per_graph_, n_out - first);
+    last_head_.reset();
+    last_head_ = std::make_unique<HeadGraph>();
+    build_head_graph(*last_head_, rows);
+    try {
+      scheduler_->allocate(last_head_->graph);
+    } catch (const OutOfMemory& oom) {
+      throw oom.within(fmt::format("the compute buffers (the logits of {} tokens)", rows), MemoryUse::Compute);
+    }
+    tensor_set(*last_head_->hidden, hidden.data() + first * n_embd, 0,
+               static_cast<size_t>(rows * n_embd) * sizeof(float));
+    scheduler_->compute_async(last_head_->graph);
+    const std::vector<float> part = read_floats(*last_head_->logits);
+    logits.insert(logits.end(), part.begin(), part.end());
+  }
+  return logits;
 }
 
 std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size_t n, DecodeUndo& undo) {
@@ -480,7 +562,7 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     tensor_set(*g.tokens, batch.tokens.data() + first, 0, n * sizeof(int32_t));
     tensor_set(*g.positions, positions.data(), 0, n * sizeof(int32_t));
     if (g.kv_cells) tensor_set(*g.kv_cells, cells.data(), 0, n * sizeof(int32_t));
-    if (g.out_ids) tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
+    tensor_set(*g.out_ids, out_ids.data(), 0, out_ids.size() * sizeof(int32_t));
     std::vector<float> m;  // one mask at a time, each sized for its cells
     if (g.mask) {
       m.resize(static_cast<size_t>(n_kv) * n);
@@ -506,13 +588,15 @@ std::vector<float> Session::decode_ubatch(const Batch& batch, size_t first, size
     stats_.expert_bytes_copied += scheduler_->expert_copies().bytes_copied - experts_before.bytes_copied;
     stats_.expert_bytes_skipped += scheduler_->expert_copies().bytes_skipped - experts_before.bytes_skipped;
     std::vector<float> logits;
-    const bool plain = g.logits->type == DType::F32 && g.logits->is_contiguous();
-    if (wanted_any && plain) {
-      logits.resize(static_cast<size_t>(g.logits->nelements()));
-      scheduler_->get_tensor_async(*g.logits, logits.data(), 0, logits.size() * sizeof(float));
+    if (!wanted_any) {
+      scheduler_->synchronize();
+    } else if (g.logits) {
+      logits = read_floats(*g.logits);
+    } else {
+      const std::vector<float> hidden = read_floats(*g.hidden);
+      last_graph_.reset();  // the head graphs re-plan the compute buffers
+      logits = head_logits(hidden, n_out);
     }
-    scheduler_->synchronize();
-    if (wanted_any && !plain) logits = tensor_to_floats(*g.logits);
     stats_.compute_ns += elapsed_ns(compute_start);
     if (own_swa_cache) drop_outside_window(seqs, positions, undo);
     return logits;

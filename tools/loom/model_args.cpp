@@ -49,6 +49,7 @@ std::vector<OptionSpec> model_option_specs() {
       {{"-fa", "--flash-attn"}, "on|off|auto", "fused attention (flash_attn_ext); auto (default): on where every device holding layers runs it"},
       {{"--swa-full"}, "", "sliding-window layers keep a full-context cache (default: the window's, n_swa * sequences + -ub cells)"},
       {{"--compute-buffers"}, "worst|grow", "worst (default): size compute buffers once for a full context; grow: as the context and batches grow"},
+      {{"--logits-per-graph"}, "N", "rows of logits one graph computes; a micro-batch wanting more (eval --all-logits) runs the output matrix over its hidden states N rows at a time, so compute buffers hold N rows of logits, not -ub (default 0: max(32, sequences))"},
       {{"--no-mmap"}, "", "read weights into memory instead of mapping the file"},
       {{"-ngl", "--n-gpu-layers"}, "N", "layers to offload to the non-CPU devices (n_layer + 1: the output layer too)"},
       {{"-sm", "--split-mode"}, "MODE", "none, layer (default) or row: how offloaded layers spread over devices"},
@@ -120,6 +121,7 @@ SessionOptions session_options(const Args& args) {
     if (!cb) fail("--compute-buffers: '{}' should be worst or grow", *c);
     o.compute_buffers = *cb;
   }
+  o.logits_per_graph = args.get_int("--logits-per-graph", 0, 0, std::numeric_limits<int>::max());
   return o;
 }
 
