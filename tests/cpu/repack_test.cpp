@@ -248,6 +248,23 @@ TEST_P(RepackTest, Gemm16MatchesReference) {
   }
 }
 
+// AMX tiles (quant_gemm16_amx.cpp) where the CPU has them: b with 16
+// columns or more takes the wide kernel, 16 columns a call (one call of
+// each count 1..16 among these N), on short and long rows.
+TEST_P(RepackTest, AmxMatchesReference) {
+  if (!cpu::amx_int8_usable())
+    GTEST_SKIP() << "no AMX int8 tiles on this CPU (or the OS did not grant them, or LOOM_CPU_AMX=0)";
+  const auto kind = GetParam() == DType::Q4_0 ? cpu::WKind::Q4_0 : cpu::WKind::Q8_0;
+  const cpu::MulMatKernels& kern = cpu::mul_mat_kernels(cpu::Isa::Avx512);
+  ASSERT_NE(kern.gemm16_wide[static_cast<int>(kind)], nullptr);
+  ASSERT_EQ(kern.gemm16_wide_min_n, 16);
+  for (int threads : {1, 2})
+    for (int64_t K : {32, 96, 5632})
+      for (int64_t M : {16, 160})
+        for (int64_t N : {16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 64})
+          check_against_reference(GetParam(), K, M, N, cpu::Isa::Avx512, threads);
+}
+
 // On the AVX2 level the same as against the plain weights, which take the
 // level's row dots (N < 8) and integer gemm (N >= 8).
 TEST_P(RepackTest, Avx2MatchesPlainWeights) {

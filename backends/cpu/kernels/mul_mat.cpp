@@ -84,12 +84,20 @@ std::atomic<QuantPath> g_quant_path{QuantPath::Auto};
 void set_mul_mat_quant_path(QuantPath path) { g_quant_path.store(path); }
 QuantPath mul_mat_quant_path() { return g_quant_path.load(std::memory_order_relaxed); }
 
+// Columns of b from which interleaved Q8_0 / Q4_0 rows go through AMX tiles
+// (fewer: the AVX-512 VNNI kernels, which also serve a generated token).
+constexpr int64_t kAmxMinColumns = 16;
+
 const MulMatKernels& mul_mat_kernels(Isa isa) {
   switch (clamp_isa(isa)) {
     case Isa::Avx512: {
       static const MulMatKernels table = [] {
         MulMatKernels t = mul_mat_kernels_avx512();
         if (cpu_features().avx512bf16) t.gemm_bf16 = gemm_bf16_avx512bf16;
+        if (amx_int8_usable()) {
+          for (WKind k : {WKind::Q8_0, WKind::Q4_0}) t.gemm16_wide[static_cast<int>(k)] = quant_gemm16_amx(k);
+          t.gemm16_wide_min_n = kAmxMinColumns;
+        }
         return t;
       }();
       return table;
@@ -239,6 +247,7 @@ struct Plan {
   // Interleaved a's kernel for 16 rows (Q8_0 / Q4_0: b in q8 row format;
   // Q4_K / Q6_K: b in their activation format, for the N quant_gemm16 takes).
   Gemm16Fn gemm16 = nullptr;
+  int gemm16_cols = kGemm16Cols;  // columns a gemm16 call takes
   // The other quantized types (Q4_1, Q5_x, K-quants, IQ4, MXFP4) take the
   // dot path with b in their activation format (quant_dot.h).
   DotFn qdot = nullptr;
@@ -308,6 +317,10 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
     if (p.repacked) p.gemm16 = quant_gemm16(kern.isa, a.type, p.N);
   } else if (gemm16) {
     p.gemm16 = kern.gemm16[static_cast<int>(p.kind)];
+    if (const Gemm16Fn wide = kern.gemm16_wide[static_cast<int>(p.kind)]; wide && p.N >= kern.gemm16_wide_min_n) {
+      p.gemm16 = wide;
+      p.gemm16_cols = kGemm16WideCols;
+    }
   }
   p.gemm = kern.panel > 0 && p.N >= kern.panel && !gemm16 && !p.qdot;
   const int64_t K = p.K;
@@ -505,11 +518,11 @@ void dot_chunk(const Plan& p, const Tensor& a, const Tensor& b, Tensor& dst, con
   const uint8_t* bmat = packed + mat * p.mat_bytes;
   const Gemm16Fn gemm16 = p.gemm16;
   if (gemm16 && r0 % kRepackRows == 0 && (r1 - r0) % kRepackRows == 0) {
-    alignas(64) float out[kRepackRows * kGemm16Cols];
+    alignas(64) float out[kRepackRows * kGemm16WideCols];
     for (int64_t g = r0; g < r1; g += kRepackRows) {
       const auto* group = static_cast<const uint8_t*>(a.data) + g * a.nb[1];
-      for (int64_t j = 0; j < p.N; j += kGemm16Cols) {
-        const int nc = static_cast<int>(std::min<int64_t>(kGemm16Cols, p.N - j));
+      for (int64_t j = 0; j < p.N; j += p.gemm16_cols) {
+        const int nc = static_cast<int>(std::min<int64_t>(p.gemm16_cols, p.N - j));
         gemm16(p.K, group, bmat + j * p.unit_bytes, p.unit_bytes, nc, out);
         for (int c = 0; c < nc; ++c) {
           char* col = dst_column(dst, mat, j + c) + g * dst.nb[0];

@@ -63,6 +63,8 @@ using DotFn = void (*)(int64_t k, const void* a_row, const void* b_row, float* o
 // group, see repack.h) with b column c (row format, b_stride bytes apart),
 // for c < ncols (1..kGemm16Cols).
 inline constexpr int kGemm16Cols = 8;
+// Columns a call of a wide gemm16 kernel (MulMatKernels::gemm16_wide) takes.
+inline constexpr int kGemm16WideCols = 16;
 using Gemm16Fn = void (*)(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols,
                           float* out);
 // out[r] = dot(a row r, b) for 16 F16 rows lda bytes apart and an f32 b
@@ -125,6 +127,10 @@ struct MulMatKernels {
   std::array<DotFn, kWKinds> dot{};  // b row format: f32 for float kinds, q8 row for quantized
   Dot16F16Fn dot16_f16 = nullptr;  // null: one dot per row
   std::array<Gemm16Fn, kWKinds> gemm16{};  // interleaved Q8_0 / Q4_0 rows (null: unpack rows instead)
+  // The same for up to kGemm16WideCols columns a call (AMX tiles), used from
+  // gemm16_wide_min_n columns of b on; null: gemm16.
+  std::array<Gemm16Fn, kWKinds> gemm16_wide{};
+  int64_t gemm16_wide_min_n = 0;
   ToF32Fn f16_to_f32 = nullptr;
   ToF32Fn bf16_to_f32 = nullptr;
   int q8_0_offset = 0;  // C for Q8_0 weights (see top)
