@@ -173,7 +173,7 @@ void register_all() {
                                "x" + std::to_string(rows);
       benchmark::RegisterBenchmark(name.c_str(), bench_mul_mat_repack, type, depth, rows)
           ->ArgNames({"n", "threads"})
-          ->ArgsProduct({{1, 4, 8, 16, 32, 64, 512}, {1, 2}})
+          ->ArgsProduct({{1, 4, 8, 16, 32, 64, 128, 256, 512}, {1, 2}})
           ->MinTime(0.3)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);

@@ -248,9 +248,10 @@ TEST_P(RepackTest, Gemm16MatchesReference) {
   }
 }
 
-// AMX tiles (quant_gemm16_amx.cpp) where the CPU has them: b with 16
-// columns or more takes the wide kernel, 16 columns a call (one call of
-// each count 1..16 among these N), on short and long rows.
+// AMX tiles (mul_mat_amx.cpp) where the CPU has them: b with 16 columns or
+// more takes the wide kernel, 16 columns a call (one call of each count
+// 1..16 among these N), on short and long rows; Q4_0 from 256 columns the
+// gemm path's AMX micro-kernel on the unpacked rows.
 TEST_P(RepackTest, AmxMatchesReference) {
   if (!cpu::amx_int8_usable())
     GTEST_SKIP() << "no AMX int8 tiles on this CPU (or the OS did not grant them, or LOOM_CPU_AMX=0)";
@@ -263,6 +264,7 @@ TEST_P(RepackTest, AmxMatchesReference) {
       for (int64_t M : {16, 160})
         for (int64_t N : {16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 64})
           check_against_reference(GetParam(), K, M, N, cpu::Isa::Avx512, threads);
+  for (int64_t K : {32, 96}) check_against_reference(GetParam(), K, 160, 257, cpu::Isa::Avx512, 2);
 }
 
 // On the AVX2 level the same as against the plain weights, which take the

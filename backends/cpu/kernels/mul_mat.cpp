@@ -87,6 +87,11 @@ QuantPath mul_mat_quant_path() { return g_quant_path.load(std::memory_order_rela
 // Columns of b from which interleaved Q8_0 / Q4_0 rows go through AMX tiles
 // (fewer: the AVX-512 VNNI kernels, which also serve a generated token).
 constexpr int64_t kAmxMinColumns = 16;
+// From here on the AMX gemm path beats the wide gemm16 on interleaved Q4_0
+// rows (2048 x 5632, 2 threads: 6.98 against 7.79 ms at 256 columns, 12.8
+// against 15.3 at 512; no better at 128). Not for Q8_0, whose rows cost more
+// to unpack: even at 512 columns.
+constexpr int64_t kAmxQ4GemmColumns = 256;
 
 const MulMatKernels& mul_mat_kernels(Isa isa) {
   switch (clamp_isa(isa)) {
@@ -97,6 +102,8 @@ const MulMatKernels& mul_mat_kernels(Isa isa) {
         if (amx_int8_usable()) {
           for (WKind k : {WKind::Q8_0, WKind::Q4_0}) t.gemm16_wide[static_cast<int>(k)] = quant_gemm16_amx(k);
           t.gemm16_wide_min_n = kAmxMinColumns;
+          t.gemm16_max_n[static_cast<int>(WKind::Q4_0)] = kAmxQ4GemmColumns;
+          use_amx_int_gemm(t);
         }
         return t;
       }();
@@ -294,7 +301,10 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   // Interleaved weights with a gemm16 kernel take the dot path (b in row
   // format, 16 rows x up to 8 columns per call): Q4_0 / Q8_0 for every N,
   // K-quants for the N where quant_gemm16 beats their integer gemm.
-  const bool gemm16 = p.repacked && (kern.gemm16[static_cast<int>(p.kind)] || quant_gemm16(kern.isa, a.type, p.N));
+  const bool gemm16 = p.repacked && ((kern.gemm16[static_cast<int>(p.kind)] &&
+                                      (kern.gemm16_max_n[static_cast<int>(p.kind)] == 0 ||
+                                       p.N < kern.gemm16_max_n[static_cast<int>(p.kind)])) ||
+                                     quant_gemm16(kern.isa, a.type, p.N));
   if (!gemm16 && mul_mat_int_gemm(kern.isa, a.type, p.N)) {
     p.expand_u4 = expand_u4(kern, a.type);
     p.gemm_u = gemm_unsigned(kern, a.type);

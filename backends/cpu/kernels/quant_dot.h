@@ -66,11 +66,14 @@ Dot4Fn quant_dot4_avx512(DType type);  // call only if best_isa() >= Avx512
 Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n);
 Gemm16Fn quant_gemm16_avx2(DType type);    // call only if best_isa() >= Avx2
 Gemm16Fn quant_gemm16_avx512(DType type);  // call only if best_isa() >= Avx512
-// AMX int8 tiles (quant_gemm16_amx.cpp): whether this CPU has them, the OS
+// AMX int8 tiles (mul_mat_amx.cpp): whether this CPU has them, the OS
 // granted them to the process and LOOM_CPU_AMX is not 0; then the
-// kGemm16WideCols kernel for interleaved Q8_0 / Q4_0 rows (null for others).
+// kGemm16WideCols kernel for interleaved Q8_0 / Q4_0 rows (null for others),
+// and the gemm path's integer micro-kernels (16 rows a call) put into a
+// copy of the AVX-512 table.
 bool amx_int8_usable();
 Gemm16Fn quant_gemm16_amx(WKind kind);
+void use_amx_int_gemm(MulMatKernels& t);
 // For the integer gemm at `isa` on interleaved rows of `type`: their
 // ExpandU4Fn 16 rows at a time from the group, with no unpacking. Q4_K from
 // AVX2 on; null elsewhere (the rows are then unpacked one by one).

@@ -235,7 +235,10 @@ Dot4Fn quant_dot4(Isa isa, DType type) {
 }
 
 Gemm16Fn quant_gemm16(Isa isa, DType type, int64_t n) {
-  if (n > (type == DType::Q6_K ? 32 : 15)) return nullptr;
+  // Q6_K's 16-row kernels beat its integer gemm up to 32 columns, but not
+  // the AMX one.
+  const bool amx = isa >= Isa::Avx512 && amx_int8_usable();
+  if (n > (type == DType::Q6_K && !amx ? 32 : 15)) return nullptr;
   return isa >= Isa::Avx512 ? quant_gemm16_avx512(type) : isa >= Isa::Avx2 ? quant_gemm16_avx2(type) : nullptr;
 }
 

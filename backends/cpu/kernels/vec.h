@@ -131,6 +131,9 @@ struct MulMatKernels {
   // gemm16_wide_min_n columns of b on; null: gemm16.
   std::array<Gemm16Fn, kWKinds> gemm16_wide{};
   int64_t gemm16_wide_min_n = 0;
+  // From this many columns on, interleaved rows of the kind take the gemm
+  // path (unpacked per chunk) instead of gemm16; 0: never.
+  std::array<int64_t, kWKinds> gemm16_max_n{};
   ToF32Fn f16_to_f32 = nullptr;
   ToF32Fn bf16_to_f32 = nullptr;
   int q8_0_offset = 0;  // C for Q8_0 weights (see top)
