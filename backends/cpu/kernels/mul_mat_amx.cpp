@@ -262,14 +262,15 @@ void gemm_amx(int mr, const uint8_t* aq, const float* ad, const float* am, int64
 }
 
 void gemm_q8_amx(int mr, const uint8_t* aq, const float* ad, int64_t k, const uint8_t* panels, int nv, float* c) {
-  gemm_amx<IntGemm::Q8>(mr, aq, ad, nullptr, k, panels, nv, c, std::make_integer_sequence<int, kAmxRows>{});
+  // am is read only by U4; ad stands in for it so that no offset is added to null.
+  gemm_amx<IntGemm::Q8>(mr, aq, ad, ad, k, panels, nv, c, std::make_integer_sequence<int, kAmxRows>{});
 }
 void gemm_u4_amx(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels,
                  int nv, float* c) {
   gemm_amx<IntGemm::U4>(mr, aq, ad, am, k, panels, nv, c, std::make_integer_sequence<int, kAmxRows>{});
 }
 void gemm_s6_amx(int mr, const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, int nv, float* c) {
-  gemm_amx<IntGemm::S6>(mr, aq, ad16, nullptr, k, panels, nv, c, std::make_integer_sequence<int, kAmxRows>{});
+  gemm_amx<IntGemm::S6>(mr, aq, ad16, ad16, k, panels, nv, c, std::make_integer_sequence<int, kAmxRows>{});
 }
 
 }  // namespace
