@@ -301,9 +301,8 @@ Plan make_plan(const Tensor& dst, const MulMatKernels& kern, int nth, bool allow
   // Interleaved weights with a gemm16 kernel take the dot path (b in row
   // format, 16 rows x up to 8 columns per call): Q4_0 / Q8_0 for every N,
   // K-quants for the N where quant_gemm16 beats their integer gemm.
-  const bool gemm16 = p.repacked && ((kern.gemm16[static_cast<int>(p.kind)] &&
-                                      (kern.gemm16_max_n[static_cast<int>(p.kind)] == 0 ||
-                                       p.N < kern.gemm16_max_n[static_cast<int>(p.kind)])) ||
+  const int64_t gemm16_max_n = kern.gemm16_max_n[static_cast<int>(p.kind)];
+  const bool gemm16 = p.repacked && ((kern.gemm16[static_cast<int>(p.kind)] && (gemm16_max_n == 0 || p.N < gemm16_max_n)) ||
                                      quant_gemm16(kern.isa, a.type, p.N));
   if (!gemm16 && mul_mat_int_gemm(kern.isa, a.type, p.N)) {
     p.expand_u4 = expand_u4(kern, a.type);

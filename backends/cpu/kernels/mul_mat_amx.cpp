@@ -73,6 +73,22 @@ void configure(int rows, int a_bytes) {
   configured = key;
 }
 
+// Which operands of a tile product are signed: both, A only, B only.
+enum class Signs { Both, A, B };
+
+// C tile tc = A tile ta (rows a_stride bytes apart from a_ptr) times B tile
+// tb (64-byte rows from b_ptr). A macro: GCC's tile intrinsics paste the
+// tile number into the instruction's text, so it must be a literal.
+#define LOOM_AMX_PRODUCT(signs, tc, ta, tb, a_ptr, a_stride, b_ptr) \
+  do {                                                              \
+    _tile_zero(tc);                                                 \
+    _tile_loadd(ta, (a_ptr), static_cast<long>(a_stride));          \
+    _tile_loadd(tb, (b_ptr), 64);                                   \
+    if constexpr ((signs) == Signs::Both) _tile_dpbssd(tc, ta, tb); \
+    else if constexpr ((signs) == Signs::A) _tile_dpbsud(tc, ta, tb); \
+    else _tile_dpbusd(tc, ta, tb);                                  \
+  } while (0)
+
 template <bool Q4>
 struct Block {
   static constexpr int kNV = Q4 ? 4 : 8;
@@ -110,18 +126,6 @@ inline void scale_block(const int32_t* c, const uint8_t* group, int64_t b, int64
   }
 }
 
-// C tile tc = the A tile ta (block b of the columns) times the B tile tb
-// (block b of the rows). A macro: GCC's tile intrinsics paste the tile
-// number into the instruction's text, so it must be a literal.
-#define LOOM_AMX_PRODUCT(tc, ta, tb, b)                                                \
-  do {                                                                                 \
-    _tile_zero(tc);                                                                    \
-    _tile_loadd(ta, b_cols + (b) * kQBlock, static_cast<long>(b_stride));              \
-    _tile_loadd(tb, Q4 ? split[((b) >> 1) & 1] + ((b) & 1) * 512 : group + (b) * Block<Q4>::kBytes + 32, 64); \
-    if constexpr (Q4) _tile_dpbsud(tc, ta, tb);                                        \
-    else _tile_dpbssd(tc, ta, tb);                                                     \
-  } while (0)
-
 template <int NC, bool Q4>
 void gemm16_amx_cols(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, float* out) {
   const int64_t nb = k / kQBlock;
@@ -129,13 +133,18 @@ void gemm16_amx_cols(int64_t k, const uint8_t* group, const uint8_t* b_cols, siz
   alignas(64) int32_t c[2][16 * 16];
   alignas(64) uint8_t split[2][2 * 512];  // Q4_0: the B tiles of block pairs, alternately
   if constexpr (Q4) split_nibbles(group, 0, std::min<int64_t>(nb, 2), split[0]);
+  // Activations are signed; Q4_0 nibbles unsigned, Q8_0 bytes signed.
+  constexpr Signs kSigns = Q4 ? Signs::A : Signs::Both;
+  const auto b_tile = [&](int64_t b) -> const uint8_t* {
+    return Q4 ? split[(b >> 1) & 1] + (b & 1) * 512 : group + b * Block<Q4>::kBytes + 32;
+  };
   __m512 acc[NC];
 #pragma GCC unroll 16
   for (int col = 0; col < NC; ++col) acc[col] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    LOOM_AMX_PRODUCT(0, 2, 4, b);
-    LOOM_AMX_PRODUCT(1, 3, 5, b + 1);
+    LOOM_AMX_PRODUCT(kSigns, 0, 2, 4, b_cols + b * kQBlock, b_stride, b_tile(b));
+    LOOM_AMX_PRODUCT(kSigns, 1, 3, 5, b_cols + (b + 1) * kQBlock, b_stride, b_tile(b + 1));
     if constexpr (Q4)
       if (b + 2 < nb) split_nibbles(group, b + 2, std::min<int64_t>(nb - b - 2, 2), split[((b >> 1) + 1) & 1]);
     _tile_stored(0, c[0], 64);
@@ -144,15 +153,13 @@ void gemm16_amx_cols(int64_t k, const uint8_t* group, const uint8_t* b_cols, siz
     scale_block<NC, Q4>(c[1], group, b + 1, nb, b_cols, b_stride, k, acc);
   }
   if (b < nb) {
-    LOOM_AMX_PRODUCT(0, 2, 4, b);
+    LOOM_AMX_PRODUCT(kSigns, 0, 2, 4, b_cols + b * kQBlock, b_stride, b_tile(b));
     _tile_stored(0, c[0], 64);
     scale_block<NC, Q4>(c[0], group, b, nb, b_cols, b_stride, k, acc);
   }
 #pragma GCC unroll 16
   for (int col = 0; col < NC; ++col) _mm512_storeu_ps(out + col * 16, acc[col]);
 }
-#undef LOOM_AMX_PRODUCT
-
 template <bool Q4, int... NC>
 void gemm16_amx(int64_t k, const uint8_t* group, const uint8_t* b_cols, size_t b_stride, int ncols, float* out,
                 std::integer_sequence<int, NC...>) {
@@ -171,17 +178,6 @@ void gemm16_q4_0_amx(int64_t k, const uint8_t* group, const uint8_t* b_cols, siz
 // ---- 2. gemm path micro-kernels ----------------------------------------------
 
 enum class IntGemm { Q8, U4, S6 };
-
-// C tile tc = A tile ta (16-row slice of the expanded a rows at a_ptr, k
-// bytes apart) times B tile tb (a panel's block at b_ptr).
-#define LOOM_AMX_GEMM_PRODUCT(tc, ta, tb, a_ptr, b_ptr)    \
-  do {                                                     \
-    _tile_zero(tc);                                        \
-    _tile_loadd(ta, (a_ptr), static_cast<long>(k));        \
-    _tile_loadd(tb, (b_ptr), 64);                          \
-    if constexpr (G == IntGemm::S6) _tile_dpbssd(tc, ta, tb); \
-    else _tile_dpbusd(tc, ta, tb);                         \
-  } while (0)
 
 // acc[r] += the C tile's row r (16 columns of one panel) scaled: q8 as
 // ad * (d * dot + m), u4 as ad * d * dot + am * m, s6 as ad16 * d * dot.
@@ -209,6 +205,8 @@ void gemm_amx_tile(const uint8_t* aq, const float* ad, const float* am, int64_t 
                    float* c) {
   const int64_t nb = k / kQBlock;
   configure(MR, G == IntGemm::S6 ? 16 : 32);
+  // Activations are signed; s6 weights signed, q8 and u4 ones unsigned.
+  constexpr Signs kSigns = G == IntGemm::S6 ? Signs::Both : Signs::B;
   alignas(64) int32_t ct[2][16 * 16];
   for (int v = 0; v < nv; ++v) {
     const uint8_t* bq = panels + v * q8_panel_bytes(k, 16);
@@ -220,8 +218,8 @@ void gemm_amx_tile(const uint8_t* aq, const float* ad, const float* am, int64_t 
     if constexpr (G == IntGemm::S6) {
       // Each block as its two halves of 16 (a scale each): tiles 0 and 1.
       for (int64_t b = 0; b < nb; ++b) {
-        LOOM_AMX_GEMM_PRODUCT(0, 2, 4, aq + b * 32, bq + b * 512);
-        LOOM_AMX_GEMM_PRODUCT(1, 3, 5, aq + b * 32 + 16, bq + b * 512 + 256);
+        LOOM_AMX_PRODUCT(kSigns, 0, 2, 4, aq + b * 32, k, bq + b * 512);
+        LOOM_AMX_PRODUCT(kSigns, 1, 3, 5, aq + b * 32 + 16, k, bq + b * 512 + 256);
         const __m512 dv = _mm512_loadu_ps(bd + b * 16);
         _tile_stored(0, ct[0], 64);
         scale_rows<MR, G>(ct[0], dv, dv, ad + 2 * b, nullptr, 2 * nb, acc);
@@ -231,8 +229,8 @@ void gemm_amx_tile(const uint8_t* aq, const float* ad, const float* am, int64_t 
     } else {
       int64_t b = 0;
       for (; b + 2 <= nb; b += 2) {
-        LOOM_AMX_GEMM_PRODUCT(0, 2, 4, aq + b * 32, bq + b * 512);
-        LOOM_AMX_GEMM_PRODUCT(1, 3, 5, aq + (b + 1) * 32, bq + (b + 1) * 512);
+        LOOM_AMX_PRODUCT(kSigns, 0, 2, 4, aq + b * 32, k, bq + b * 512);
+        LOOM_AMX_PRODUCT(kSigns, 1, 3, 5, aq + (b + 1) * 32, k, bq + (b + 1) * 512);
         _tile_stored(0, ct[0], 64);
         scale_rows<MR, G>(ct[0], _mm512_loadu_ps(bd + b * 16), _mm512_loadu_ps(bm + b * 16), ad + b, am + b, nb,
                           acc);
@@ -241,7 +239,7 @@ void gemm_amx_tile(const uint8_t* aq, const float* ad, const float* am, int64_t 
                           ad + b + 1, am + b + 1, nb, acc);
       }
       if (b < nb) {
-        LOOM_AMX_GEMM_PRODUCT(0, 2, 4, aq + b * 32, bq + b * 512);
+        LOOM_AMX_PRODUCT(kSigns, 0, 2, 4, aq + b * 32, k, bq + b * 512);
         _tile_stored(0, ct[0], 64);
         scale_rows<MR, G>(ct[0], _mm512_loadu_ps(bd + b * 16), _mm512_loadu_ps(bm + b * 16), ad + b, am + b, nb,
                           acc);
@@ -251,7 +249,6 @@ void gemm_amx_tile(const uint8_t* aq, const float* ad, const float* am, int64_t 
     for (int r = 0; r < MR; ++r) _mm512_storeu_ps(c + r * 32 + v * 16, acc[r]);
   }
 }
-#undef LOOM_AMX_GEMM_PRODUCT
 
 template <IntGemm G, int... MR>
 void gemm_amx(int mr, const uint8_t* aq, const float* ad, const float* am, int64_t k, const uint8_t* panels, int nv,
@@ -272,6 +269,8 @@ void gemm_u4_amx(int mr, const uint8_t* aq, const float* ad, const float* am, in
 void gemm_s6_amx(int mr, const uint8_t* aq, const float* ad16, int64_t k, const uint8_t* panels, int nv, float* c) {
   gemm_amx<IntGemm::S6>(mr, aq, ad16, ad16, k, panels, nv, c, std::make_integer_sequence<int, kAmxRows>{});
 }
+
+#undef LOOM_AMX_PRODUCT
 
 }  // namespace
 
